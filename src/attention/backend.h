@@ -1,0 +1,40 @@
+#pragma once
+// Attention backends: prepare per-batch metadata once, then run every attention layer of the
+// pass. A backend writes the new tokens' keys/values into the KV pool and attends over the
+// request's cached prefix plus its new tokens (causal, optionally windowed). Every width
+// comes from the pool's layout report for the layer (DESIGN.md §1.2).
+#include <memory>
+#include <string>
+
+#include "runtime/forward_batch.h"
+
+namespace strata {
+
+class KVPool;
+class ReqToTokenPool;
+
+// What a layer tells the backend; shapes come from the pool.
+struct AttentionCall {
+  int layer_id = -1;
+  int num_q_heads = 0;
+  float scale = 1.0f;
+  int sliding_window = 0;       // attend to the last `sliding_window` positions; 0 = all
+  float logit_softcap = 0.0f;   // tanh soft-capping of scores; 0 = off
+  const float* sinks = nullptr; // [num_q_heads] per-head sink logits (gpt-oss); null = none
+};
+
+class AttentionBackend {
+ public:
+  virtual ~AttentionBackend() = default;
+  virtual std::string name() const = 0;
+  virtual void prepare(const ForwardBatch& batch) = 0;
+  // q: [T, Hq * k_head_dim]; k: [T, k_width]; v: [T, v_width] (unused when the layout keeps
+  // v inside k); out: [T, Hq * v_head_dim].
+  virtual void forward(const AttentionCall& call, const float* q, const float* k, const float* v,
+                       float* out) = 0;
+};
+
+std::unique_ptr<AttentionBackend> make_cpu_attention_backend(KVPool* pool,
+                                                             const ReqToTokenPool* req_to_token);
+
+}  // namespace strata

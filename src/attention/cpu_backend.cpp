@@ -1,0 +1,146 @@
+#include "attention/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cache/kv_pool.h"
+#include "cache/req_to_token_pool.h"
+#include "core/error.h"
+#include "kernels/cpu/attention.h"
+
+namespace strata {
+
+namespace {
+constexpr int kMaxDecodeSplits = 16;
+constexpr float kNoSink = -std::numeric_limits<float>::infinity();
+}  // namespace
+
+std::unique_ptr<AttentionBackend> make_cpu_attention_backend(KVPool* pool,
+                                                             const ReqToTokenPool* req_to_token) {
+  return std::make_unique<CpuAttentionBackend>(pool, req_to_token);
+}
+
+CpuAttentionBackend::CpuAttentionBackend(KVPool* pool, const ReqToTokenPool* req_to_token)
+    : pool_(pool), req_to_token_(req_to_token) {}
+
+void CpuAttentionBackend::prepare(const ForwardBatch& batch) {
+  batch_ = &batch;
+  token_offsets_ = batch.token_offsets();
+}
+
+void CpuAttentionBackend::forward(const AttentionCall& call, const float* q, const float* k,
+                                  const float* v, float* out) {
+  STRATA_CHECK(batch_ != nullptr, "forward before prepare");
+  const KVLayerLayout& layout = pool_->layout(call.layer_id);
+  STRATA_CHECK(call.num_q_heads % layout.num_kv_heads == 0, "{} q heads over {} kv heads",
+               call.num_q_heads, layout.num_kv_heads);
+  pool_->store(call.layer_id, batch_->out_cache_loc.data(), batch_->num_tokens(), k, v);
+  if (batch_->mode == ForwardMode::Decode) decode(call, q, out);
+  else extend(call, q, out);
+}
+
+static cpu::PagedKV paged_view(KVPool* pool, int layer_id) {
+  const KVLayerLayout& l = pool->layout(layer_id);
+  cpu::PagedKV kv;
+  kv.k = pool->k_buffer(layer_id);
+  kv.v = pool->v_buffer(layer_id);
+  kv.k_row_stride = l.k_width();
+  kv.v_row_stride = l.v_row_stride();
+  kv.k_head_dim = l.k_head_dim;
+  kv.v_head_dim = l.v_head_dim;
+  return kv;
+}
+
+// First cached position token at `pos` may see.
+static int window_start(int pos, int window) { return window > 0 ? std::max(0, pos - window + 1) : 0; }
+
+void CpuAttentionBackend::extend(const AttentionCall& call, const float* q, float* out) {
+  const KVLayerLayout& layout = pool_->layout(call.layer_id);
+  const cpu::PagedKV kv = paged_view(pool_, call.layer_id);
+  const int hq = call.num_q_heads, group = hq / layout.num_kv_heads;
+  const int dk = layout.k_head_dim, dv = layout.v_head_dim;
+  const int num_tokens = batch_->num_tokens();
+  const cpu::ScoreParams sp{call.scale, call.logit_softcap};
+  // token -> request
+  std::vector<int> token_req(num_tokens);
+  for (int b = 0; b < batch_->batch_size(); ++b)
+    for (int t = token_offsets_[b]; t < token_offsets_[b + 1]; ++t) token_req[t] = b;
+
+#pragma omp parallel
+  {
+    std::vector<float> scores;
+#pragma omp for collapse(2) schedule(dynamic, 4)
+    for (int t = 0; t < num_tokens; ++t) {
+      for (int h = 0; h < hq; ++h) {
+        const int b = token_req[t];
+        const int pos = batch_->prefix_lens[b] + (t - token_offsets_[b]);
+        const int32_t* slots = req_to_token_->row(batch_->req_pool_indices[b]);
+        const int begin = window_start(pos, call.sliding_window), end = pos + 1;
+        scores.resize(std::max<size_t>(scores.size(), end - begin));
+        float lse;
+        float* o = out + (static_cast<int64_t>(t) * hq + h) * dv;
+        cpu::attend_range(q + (static_cast<int64_t>(t) * hq + h) * dk, kv, h / group, slots, begin,
+                          end, sp, scores.data(), o, &lse);
+        if (call.sinks) {
+          std::vector<float> partial(o, o + dv);
+          cpu::merge_partials(partial.data(), &lse, 1, dv, call.sinks[h], o);
+        }
+      }
+    }
+  }
+}
+
+void CpuAttentionBackend::decode(const AttentionCall& call, const float* q, float* out) {
+  const KVLayerLayout& layout = pool_->layout(call.layer_id);
+  const cpu::PagedKV kv = paged_view(pool_, call.layer_id);
+  const int hq = call.num_q_heads, group = hq / layout.num_kv_heads;
+  const int dk = layout.k_head_dim, dv = layout.v_head_dim;
+  const int batch = batch_->batch_size();
+  const cpu::ScoreParams sp{call.scale, call.logit_softcap};
+
+  int max_len = 1;
+  for (int b = 0; b < batch; ++b) {
+    STRATA_CHECK(batch_->extend_lens[b] == 1, "decode with {} new tokens", batch_->extend_lens[b]);
+    max_len = std::max(max_len, batch_->seq_len(b));
+  }
+  const int splits = std::clamp((max_len + split_tokens_ - 1) / split_tokens_, 1, kMaxDecodeSplits);
+  // Sized from the pool's layout: Lv = v_head_dim of the cached value (kv_lora_rank for MLA).
+  partial_shape_ = {batch, hq, splits, dv};
+  partial_out_.assign(static_cast<size_t>(batch) * hq * splits * dv, 0.0f);
+  partial_lse_.assign(static_cast<size_t>(batch) * hq * splits, 0.0f);
+
+#pragma omp parallel
+  {
+    std::vector<float> scores;
+#pragma omp for collapse(3) schedule(dynamic, 2)
+    for (int b = 0; b < batch; ++b) {
+      for (int h = 0; h < hq; ++h) {
+        for (int s = 0; s < splits; ++s) {
+          const int t = token_offsets_[b];
+          const int pos = batch_->seq_len(b) - 1;
+          const int lo = window_start(pos, call.sliding_window), hi = pos + 1;
+          const int chunk = (hi - lo + splits - 1) / splits;
+          const int begin = std::min(hi, lo + s * chunk), end = std::min(hi, begin + chunk);
+          const int32_t* slots = req_to_token_->row(batch_->req_pool_indices[b]);
+          scores.resize(std::max<size_t>(scores.size(), std::max(end - begin, 1)));
+          const int64_t part = (static_cast<int64_t>(b) * hq + h) * splits + s;
+          cpu::attend_range(q + (static_cast<int64_t>(t) * hq + h) * dk, kv, h / group, slots,
+                            begin, end, sp, scores.data(), partial_out_.data() + part * dv,
+                            partial_lse_.data() + part);
+        }
+      }
+    }
+#pragma omp for collapse(2)
+    for (int b = 0; b < batch; ++b) {
+      for (int h = 0; h < hq; ++h) {
+        const int64_t first = (static_cast<int64_t>(b) * hq + h) * splits;
+        cpu::merge_partials(partial_out_.data() + first * dv, partial_lse_.data() + first, splits,
+                            dv, call.sinks ? call.sinks[h] : kNoSink,
+                            out + (static_cast<int64_t>(token_offsets_[b]) * hq + h) * dv);
+      }
+    }
+  }
+}
+
+}  // namespace strata

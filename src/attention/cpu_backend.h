@@ -1,0 +1,39 @@
+#pragma once
+// The CPU reference backend. Extend attends each new token over the request's cached prefix
+// and the new tokens before it; decode uses the split-KV scheme of the CUDA path (partial
+// outputs [batch, heads, splits, Lv] + log-sum-exp, then a merge) so both are checked
+// against the same math.
+#include <vector>
+
+#include "attention/backend.h"
+
+namespace strata {
+
+class CpuAttentionBackend : public AttentionBackend {
+ public:
+  CpuAttentionBackend(KVPool* pool, const ReqToTokenPool* req_to_token);
+  std::string name() const override { return "cpu"; }
+  void prepare(const ForwardBatch& batch) override;
+  void forward(const AttentionCall& call, const float* q, const float* k, const float* v,
+               float* out) override;
+
+  // Shape of the decode partial-output buffer used by the last decode call:
+  // [batch, q heads, splits, Lv], Lv taken from the pool's layout.
+  const std::vector<int64_t>& decode_partial_shape() const { return partial_shape_; }
+  // Tokens per KV split in decode (small values force many splits; tests use this).
+  void set_decode_split_tokens(int n) { split_tokens_ = n; }
+
+ private:
+  void extend(const AttentionCall& call, const float* q, float* out);
+  void decode(const AttentionCall& call, const float* q, float* out);
+
+  KVPool* pool_;
+  const ReqToTokenPool* req_to_token_;
+  const ForwardBatch* batch_ = nullptr;
+  std::vector<int> token_offsets_;
+  int split_tokens_ = 256;
+  std::vector<int64_t> partial_shape_;
+  std::vector<float> partial_out_, partial_lse_;
+};
+
+}  // namespace strata

@@ -1,0 +1,22 @@
+#pragma once
+// What a KV pool stores for one layer. Backends size every buffer from this report and
+// never from the model config (DESIGN.md §1.2): with MLA the cached value is the
+// kv_lora_rank-wide latent, not v_head_dim.
+#include <string>
+
+namespace strata {
+
+struct KVLayerLayout {
+  int num_kv_heads = 0;
+  int k_head_dim = 0;   // per-head width of a cached key row
+  int v_head_dim = 0;   // per-head width of a cached value row
+  bool v_in_k = false;  // value = first v_head_dim columns of the key row (MLA latent)
+
+  int k_width() const { return num_kv_heads * k_head_dim; }
+  int v_width() const { return num_kv_heads * v_head_dim; }
+  // Stride between consecutive slots' value rows, in floats.
+  int v_row_stride() const { return v_in_k ? k_width() : v_width(); }
+  std::string describe() const;
+};
+
+}  // namespace strata

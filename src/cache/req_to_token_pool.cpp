@@ -1,0 +1,92 @@
+#include "cache/req_to_token_pool.h"
+
+#include "core/error.h"
+
+namespace strata {
+
+ReqToTokenPool::ReqToTokenPool(int max_requests, int max_context_len)
+    : max_requests_(max_requests),
+      max_context_len_(max_context_len),
+      table_(static_cast<size_t>(max_requests) * max_context_len, 0),
+      in_use_(max_requests, false) {
+  STRATA_CHECK(max_requests > 0 && max_context_len > 0, "{} x {}", max_requests, max_context_len);
+  for (int i = max_requests - 1; i >= 0; --i) free_.push_back(i);
+}
+
+int ReqToTokenPool::alloc() {
+  if (free_.empty()) return -1;
+  int r = free_.back();
+  free_.pop_back();
+  in_use_[r] = true;
+  return r;
+}
+
+void ReqToTokenPool::free(int req) {
+  STRATA_CHECK(req >= 0 && req < max_requests_ && in_use_[req], "freeing request row {} twice", req);
+  in_use_[req] = false;
+  free_.push_back(req);
+}
+
+int32_t* ReqToTokenPool::row(int req) {
+  STRATA_CHECK(req >= 0 && req < max_requests_, "request row {}", req);
+  return table_.data() + static_cast<size_t>(req) * max_context_len_;
+}
+
+const int32_t* ReqToTokenPool::row(int req) const {
+  return const_cast<ReqToTokenPool*>(this)->row(req);
+}
+
+TokenSlotAllocator::TokenSlotAllocator(int64_t num_slots, int page_size) : page_size_(page_size) {
+  if (page_size <= 0) fail("--page-size must be at least 1, got {}", page_size);
+  num_pages_ = (num_slots + page_size - 1) / page_size + 1;  // + the reserved page 0
+  in_use_.assign(num_pages_, false);
+  in_use_[0] = true;
+  for (int64_t p = num_pages_ - 1; p >= 1; --p) free_.push_back(p);
+}
+
+int64_t TokenSlotAllocator::alloc_page() {
+  if (free_.empty()) return -1;
+  int64_t p = free_.back();
+  free_.pop_back();
+  in_use_[p] = true;
+  return p;
+}
+
+void TokenSlotAllocator::free_page(int64_t page) {
+  STRATA_CHECK(page > 0 && page < num_pages_ && in_use_[page], "freeing page {} twice", page);
+  in_use_[page] = false;
+  free_.push_back(page);
+}
+
+TokenMemory::TokenMemory(int max_requests, int max_context_len, int64_t num_slots, int page_size)
+    : req_to_token_(max_requests, max_context_len), allocator_(num_slots, page_size) {}
+
+int64_t TokenMemory::pages_needed(int old_len, int new_len) const {
+  const int p = allocator_.page_size();
+  const int64_t have = (old_len + p - 1) / p, want = (new_len + p - 1) / p;
+  return want - have;
+}
+
+bool TokenMemory::extend(int req, int old_len, int new_len, int32_t* out) {
+  if (new_len > req_to_token_.max_context_len())
+    throw RequestError(fmt::format("request needs {} tokens but the context limit is {}", new_len,
+                                   req_to_token_.max_context_len()));
+  if (pages_needed(old_len, new_len) > allocator_.free_pages()) return false;
+  const int p = allocator_.page_size();
+  int32_t* row = req_to_token_.row(req);
+  for (int pos = old_len; pos < new_len; ++pos) {
+    if (pos % p == 0) row[pos] = static_cast<int32_t>(allocator_.alloc_page() * p);
+    else row[pos] = row[pos - 1] + 1;
+    out[pos - old_len] = row[pos];
+  }
+  return true;
+}
+
+void TokenMemory::release(int req, int len) {
+  const int p = allocator_.page_size();
+  const int32_t* row = req_to_token_.row(req);
+  for (int pos = 0; pos < len; pos += p) allocator_.free_page(row[pos] / p);
+  req_to_token_.free(req);
+}
+
+}  // namespace strata

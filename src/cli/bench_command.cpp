@@ -1,0 +1,129 @@
+// strata bench-one-batch: time one static batch, as SGLang's bench_one_batch does: one
+// prefill of batch x input-len tokens, then output-len - 1 decode steps. Prints latency and
+// throughput; the model is usually built with --load-format dummy from a config alone.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/common_flags.h"
+#include "core/error.h"
+#include "runtime/model_runner.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct BenchFlags {
+  ModelFlags model;
+  int batch_size = 1;
+  int input_len = 128;
+  int output_len = 16;
+  bool json = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run(const BenchFlags& f) {
+  if (f.batch_size < 1 || f.input_len < 1 || f.output_len < 1)
+    fail("--batch-size, --input-len and --output-len must be at least 1");
+  const ModelConfig config = ModelConfig::load(f.model.model);
+  RunnerOptions options = f.model.runner_options();
+  options.max_running_requests = f.batch_size;
+  const int64_t per_request = (f.input_len + f.output_len + options.page_size - 1) / options.page_size * options.page_size;
+  options.max_total_tokens = per_request * f.batch_size;
+  options.max_context_len = std::max(options.max_context_len, f.input_len + f.output_len);
+  ModelRunner runner(config, options);
+  TokenMemory& memory = runner.memory();
+
+  std::mt19937 rng(static_cast<uint32_t>(f.model.seed));
+  std::uniform_int_distribution<int> token(0, config.vocab_size - 1);
+  std::vector<int> rows;
+  ForwardBatch prefill;
+  prefill.mode = ForwardMode::Extend;
+  for (int b = 0; b < f.batch_size; ++b) {
+    const int row = memory.req_to_token().alloc();
+    rows.push_back(row);
+    std::vector<int32_t> slots(f.input_len);
+    STRATA_CHECK(memory.extend(row, 0, f.input_len, slots.data()), "KV cache too small");
+    prefill.req_pool_indices.push_back(row);
+    prefill.prefix_lens.push_back(0);
+    prefill.extend_lens.push_back(f.input_len);
+    prefill.state_slots.push_back(row);
+    for (int i = 0; i < f.input_len; ++i) {
+      prefill.input_ids.push_back(token(rng));
+      prefill.positions.push_back(i);
+      prefill.out_cache_loc.push_back(slots[i]);
+    }
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor logits = runner.forward(prefill);
+  const double prefill_s = seconds_since(t0);
+
+  std::vector<double> step_s;
+  for (int step = 1; step < f.output_len; ++step) {
+    ForwardBatch decode;
+    decode.mode = ForwardMode::Decode;
+    const int pos = f.input_len + step - 1;
+    for (int b = 0; b < f.batch_size; ++b) {
+      int32_t slot;
+      STRATA_CHECK(memory.extend(rows[b], pos, pos + 1, &slot), "KV cache too small");
+      const float* l = logits.row(b);
+      decode.input_ids.push_back(static_cast<int>(std::max_element(l, l + config.vocab_size) - l));
+      decode.positions.push_back(pos);
+      decode.out_cache_loc.push_back(slot);
+      decode.req_pool_indices.push_back(rows[b]);
+      decode.prefix_lens.push_back(pos);
+      decode.extend_lens.push_back(1);
+      decode.state_slots.push_back(rows[b]);
+    }
+    t0 = std::chrono::steady_clock::now();
+    logits = runner.forward(decode);
+    step_s.push_back(seconds_since(t0));
+  }
+  std::vector<double> sorted = step_s;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+  double decode_total = 0;
+  for (double s : step_s) decode_total += s;
+
+  nlohmann::json j;
+  j["model"] = f.model.model;
+  j["architecture"] = config.architecture;
+  j["device"] = options.device;
+  j["batch_size"] = f.batch_size;
+  j["input_len"] = f.input_len;
+  j["output_len"] = f.output_len;
+  j["prefill_latency_s"] = prefill_s;
+  j["prefill_throughput_tok_s"] = f.batch_size * f.input_len / prefill_s;
+  j["decode_median_latency_ms"] = median * 1e3;
+  j["decode_throughput_tok_s"] = step_s.empty() ? 0.0 : f.batch_size * step_s.size() / decode_total;
+  j["decode_steps"] = step_s.size();
+  if (f.json) {
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << "prefill: " << prefill_s * 1e3 << " ms, " << j["prefill_throughput_tok_s"].get<double>()
+              << " tok/s\ndecode: median " << median * 1e3 << " ms/step, "
+              << j["decode_throughput_tok_s"].get<double>() << " tok/s\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand("bench-one-batch", "time prefill and decode of one static batch");
+  flags->model.add_to(*cmd);
+  cmd->add_option("--batch-size", flags->batch_size, "requests in the batch");
+  cmd->add_option("--input-len", flags->input_len, "prompt tokens per request");
+  cmd->add_option("--output-len", flags->output_len, "tokens generated per request");
+  cmd->add_flag("--json", flags->json, "print one JSON object");
+  cmd->callback([flags, &exit_code]() { exit_code = run_command([&] { return run(*flags); }); });
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,53 @@
+#include "cli/common_flags.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace strata::cli {
+
+void ModelFlags::add_to(CLI::App& app) {
+  app.add_option("--model,--model-path", model, "Hugging Face model directory (config.json, safetensors)")->required();
+  app.add_option("--load-format", load_format, "auto | safetensors | dummy (random weights from config.json)");
+  app.add_option("--device", device, "cpu | cuda");
+  app.add_option("--attention-backend", attention_backend, "auto | cpu");
+  app.add_option("--page-size", page_size, "KV cache page size in tokens");
+  app.add_option("--pp-size", pp_size, "pipeline-parallel stages");
+  app.add_option("--threads", threads, "CPU threads (0: all cores)");
+  app.add_option("--context-length", context_length, "maximum tokens per request (0: from config)");
+  app.add_option("--max-total-tokens", max_total_tokens, "KV cache size in tokens (0: derived)");
+  app.add_option("--seed", seed, "random seed (sampling, dummy weights)");
+}
+
+RunnerOptions ModelFlags::runner_options() const {
+  if (pp_size != 1)
+    fail("--pp-size {}: pipeline parallelism is not available in this build yet; use --pp-size 1", pp_size);
+  if (page_size < 1) fail("--page-size must be at least 1, got {}", page_size);
+  RunnerOptions o;
+  o.device = device;
+  o.attention_backend = attention_backend;
+  o.page_size = page_size;
+  o.threads = threads;
+  o.max_context_len = context_length;
+  o.max_total_tokens = max_total_tokens;
+  o.load_format = parse_load_format(load_format);
+  o.seed = seed;
+  return o;
+}
+
+int run_command(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory; use a smaller model, batch or --max-total-tokens\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace strata::cli

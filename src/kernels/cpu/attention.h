@@ -1,0 +1,32 @@
+#pragma once
+// CPU attention kernels over a paged KV cache. Softmax is computed in the streaming
+// (running max, running sum) form so a KV range can be split and merged exactly the way
+// the CUDA split-KV decode kernel does it.
+#include <cstdint>
+
+namespace strata::cpu {
+
+// Where one layer's cache lives and how to read one KV head of it.
+struct PagedKV {
+  const float* k = nullptr;  // [slots, k_row_stride]
+  const float* v = nullptr;  // [slots, v_row_stride]; may alias k (MLA latent)
+  int64_t k_row_stride = 0, v_row_stride = 0;
+  int k_head_dim = 0, v_head_dim = 0;
+};
+
+// Softmax partial over one KV range: out = sum_j p_j v_j / sum_j p_j, lse = log sum_j e^{s_j}.
+// lse is -inf (and out zero) when the range is empty.
+struct ScoreParams {
+  float scale = 1.0f;
+  float softcap = 0.0f;
+};
+
+void attend_range(const float* q, const PagedKV& kv, int kv_head, const int32_t* slots, int begin,
+                  int end, const ScoreParams& p, float* scratch_scores, float* out, float* lse);
+
+// Merges `n` partials (out_i [Dv], lse_i) into out; a sink logit (or -inf) joins the
+// denominator only.
+void merge_partials(const float* partial_out, const float* partial_lse, int n, int v_head_dim,
+                    float sink, float* out);
+
+}  // namespace strata::cpu

@@ -1,0 +1,58 @@
+#pragma once
+// Multi-head attention with grouped KV heads (MHA / GQA / MQA), as Llama, Qwen, Mistral and
+// the attention layers of hybrid models use it: fused q|k|v projection (optional bias),
+// optional per-head q/k RMSNorm (Qwen3), rotary embedding, the attention backend over the
+// paged cache, output projection.
+#include <optional>
+#include <string>
+
+#include "cache/kv_layout.h"
+#include "layers/linear.h"
+#include "layers/rope.h"
+#include "model/causal_lm.h"
+
+namespace strata {
+
+struct AttentionOptions {
+  int layer_id = 0;
+  int hidden_size = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  bool qkv_bias = false, o_bias = false;
+  bool qk_norm = false;       // per-head RMSNorm of q and k before rope (Qwen3)
+  float norm_eps = 1e-6f;
+  int sliding_window = 0;
+  bool use_rope = true;
+  RopeConfig rope;
+  float scale = 0.0f;         // 0: 1/sqrt(head_dim)
+  std::string q = "q_proj", k = "k_proj", v = "v_proj", o = "o_proj";
+  std::string q_norm = "q_norm", k_norm = "k_norm";
+};
+
+class GQAAttention {
+ public:
+  GQAAttention(WeightSource& w, const std::string& prefix, const AttentionOptions& opt);
+  // x [T, hidden] -> [T, hidden]
+  Tensor forward(const Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) const;
+  KVLayerLayout kv_layout() const;
+
+ private:
+  AttentionOptions opt_;
+  Linear qkv_, o_;
+  RMSNorm q_norm_, k_norm_;
+  RotaryEmbedding rope_;
+};
+
+// act(gate(x)) * up(x) -> down: SwiGLU (silu) or GeGLU (gelu_pytorch_tanh).
+class GatedMLP {
+ public:
+  GatedMLP(WeightSource& w, const std::string& prefix, int hidden, int intermediate,
+           const std::string& act = "silu", bool bias = false, std::string gate = "gate_proj",
+           std::string up = "up_proj", std::string down = "down_proj");
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  Linear gate_up_, down_;
+  int intermediate_;
+  bool gelu_;
+};
+
+}  // namespace strata

@@ -1,0 +1,108 @@
+#include "layers/rope.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace strata {
+
+double yarn_get_mscale(double scale, double mscale) {
+  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+namespace {
+
+// transformers' _compute_yarn_parameters: blend interpolated and extrapolated frequencies
+// with a linear ramp between the beta_fast and beta_slow correction dimensions.
+std::vector<float> yarn_inv_freq(const RopeConfig& r, int dim, const std::vector<float>& base_freq) {
+  const double base = r.theta, factor = r.factor;
+  const double orig = r.original_max_position_embeddings;
+  if (orig <= 0) fail("config.json: yarn rope scaling needs original_max_position_embeddings");
+  auto correction_dim = [&](double rotations) {
+    return (dim * std::log(orig / (rotations * 2 * M_PI))) / (2 * std::log(base));
+  };
+  double low = std::floor(correction_dim(r.beta_fast));
+  double high = std::ceil(correction_dim(r.beta_slow));
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(dim - 1));
+  if (low == high) high += 0.001;  // avoid a division by zero in the ramp
+  std::vector<float> out(base_freq.size());
+  for (size_t i = 0; i < base_freq.size(); ++i) {
+    const float extrapolation = base_freq[i];
+    const float interpolation = base_freq[i] / static_cast<float>(factor);
+    float ramp = static_cast<float>((static_cast<double>(i) - low) / (high - low));
+    ramp = std::clamp(ramp, 0.0f, 1.0f);
+    const float extrapolation_factor = 1.0f - ramp;
+    out[i] = interpolation * (1.0f - extrapolation_factor) + extrapolation * extrapolation_factor;
+  }
+  return out;
+}
+
+}  // namespace
+
+RotaryEmbedding::RotaryEmbedding(const RopeConfig& r, int rotary_dim, bool interleaved)
+    : rotary_dim_(rotary_dim), interleaved_(interleaved) {
+  STRATA_CHECK(rotary_dim > 0 && rotary_dim % 2 == 0, "rotary dim {}", rotary_dim);
+  const int half = rotary_dim / 2;
+  inv_freq_.resize(half);
+  for (int i = 0; i < half; ++i) {
+    // As transformers computes it: in f32, base ** (2i / dim).
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(rotary_dim);
+    inv_freq_[i] = 1.0f / std::pow(static_cast<float>(r.theta), exponent);
+  }
+  if (r.type == "default") {
+  } else if (r.type == "linear") {
+    for (auto& f : inv_freq_) f /= static_cast<float>(r.factor);
+  } else if (r.type == "llama3") {
+    const double old_ctx = r.original_max_position_embeddings;
+    if (old_ctx <= 0) fail("config.json: llama3 rope scaling needs original_max_position_embeddings");
+    const double low_wavelen = old_ctx / r.low_freq_factor, high_wavelen = old_ctx / r.high_freq_factor;
+    for (auto& f : inv_freq_) {
+      const double wavelen = 2 * M_PI / f;
+      if (wavelen > low_wavelen) {
+        f = static_cast<float>(f / r.factor);
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (old_ctx / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+        f = static_cast<float>((1 - smooth) * f / r.factor + smooth * f);
+      }
+    }
+  } else if (r.type == "yarn") {
+    inv_freq_ = yarn_inv_freq(r, rotary_dim, inv_freq_);
+    if (r.attention_factor) {
+      cos_sin_scale_ = static_cast<float>(*r.attention_factor);
+    } else if (r.mscale_all_dim > 0 || r.mscale != 1.0) {
+      cos_sin_scale_ = static_cast<float>(yarn_get_mscale(r.factor, r.mscale) /
+                                          yarn_get_mscale(r.factor, r.mscale_all_dim));
+    } else {
+      cos_sin_scale_ = static_cast<float>(yarn_get_mscale(r.factor, 1.0));
+    }
+  } else {
+    fail("rope type '{}' is not supported (supported: default, linear, llama3, yarn)", r.type);
+  }
+}
+
+void RotaryEmbedding::apply(float* x, int64_t num_tokens, int num_heads, int64_t row_stride,
+                            int64_t head_stride, const int32_t* positions) const {
+  const int half = rotary_dim_ / 2;
+#pragma omp parallel for if (num_tokens > 32)
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    std::vector<float> cos_v(half), sin_v(half);
+    for (int i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(positions[t]) * inv_freq_[i];
+      cos_v[i] = std::cos(angle) * cos_sin_scale_;
+      sin_v[i] = std::sin(angle) * cos_sin_scale_;
+    }
+    for (int h = 0; h < num_heads; ++h) {
+      float* v = x + t * row_stride + h * head_stride;
+      for (int i = 0; i < half; ++i) {
+        float* a = interleaved_ ? &v[2 * i] : &v[i];
+        float* b = interleaved_ ? &v[2 * i + 1] : &v[i + half];
+        const float x1 = *a, x2 = *b;
+        *a = x1 * cos_v[i] - x2 * sin_v[i];
+        *b = x2 * cos_v[i] + x1 * sin_v[i];
+      }
+    }
+  }
+}
+
+}  // namespace strata

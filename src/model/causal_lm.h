@@ -1,0 +1,45 @@
+#pragma once
+// CausalLM: one pipeline stage of a decoder-only model. A stage owns the decoder layers
+// [start_layer, end_layer); the first stage embeds tokens, the last normalizes and computes
+// logits. With one stage, that is the whole model.
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cache/kv_layout.h"
+#include "core/tensor.h"
+#include "model/config.h"
+#include "runtime/forward_batch.h"
+
+namespace strata {
+
+class AttentionBackend;
+
+struct StagePlan {
+  int start_layer = 0, end_layer = 0;  // [start, end)
+  bool is_first = true, is_last = true;
+  static StagePlan whole(const ModelConfig& c) { return {0, c.num_layers, true, true}; }
+  bool owns(int layer_id) const { return layer_id >= start_layer && layer_id < end_layer; }
+};
+
+// What layers may use during a pass besides the batch itself.
+struct ForwardContext {
+  AttentionBackend* attention = nullptr;
+  void* recurrent_state = nullptr;  // the state pool of recurrent layers (hybrid models)
+};
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual const StagePlan& stage() const = 0;
+  // KV layout of each attention layer this stage owns, keyed by global layer id; the KV pool
+  // is built from exactly this.
+  virtual std::map<int, KVLayerLayout> kv_layouts() const = 0;
+  // First stage: embeds batch.input_ids (hidden_in unused). Other stages: take hidden_in
+  // [T, hidden]. Returns [T, hidden] for the next stage, or on the last stage logits
+  // [rows, vocab]: one row per request (its last token) or, with return_all_logits, per token.
+  virtual Tensor forward(const ForwardBatch& batch, ForwardContext& ctx, const Tensor& hidden_in) = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,54 @@
+#include "models/registry.h"
+
+#include <fmt/ranges.h>
+
+#include <functional>
+#include <map>
+
+#include "core/error.h"
+#include "models/llama.h"
+
+namespace strata {
+
+std::unique_ptr<CausalLM> build_qwen2(const ModelConfig&, WeightSource&, const StagePlan&);
+std::unique_ptr<CausalLM> build_qwen3(const ModelConfig&, WeightSource&, const StagePlan&);
+std::unique_ptr<CausalLM> build_mistral(const ModelConfig&, WeightSource&, const StagePlan&);
+
+namespace {
+
+using Builder = std::function<std::unique_ptr<CausalLM>(const ModelConfig&, WeightSource&, const StagePlan&)>;
+
+const std::map<std::string, Builder>& builders() {
+  static const std::map<std::string, Builder> kBuilders = {
+      {"LlamaForCausalLM",
+       [](const ModelConfig& c, WeightSource& w, const StagePlan& s) {
+         return build_llama_family(c, w, s, LlamaVariant{});
+       }},
+      {"Qwen2ForCausalLM", build_qwen2},
+      {"Qwen3ForCausalLM", build_qwen3},
+      {"MistralForCausalLM", build_mistral},
+  };
+  return kBuilders;
+}
+
+}  // namespace
+
+std::vector<std::string> supported_architectures() {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : builders()) names.push_back(name);
+  return names;
+}
+
+void validate_architecture(const ModelConfig& config) {
+  if (!builders().count(config.architecture))
+    fail("unknown architecture '{}' in {}/config.json: strata supports {}", config.architecture,
+         config.model_dir.empty() ? "." : config.model_dir, fmt::join(supported_architectures(), ", "));
+}
+
+std::unique_ptr<CausalLM> build_model(const ModelConfig& config, WeightSource& weights,
+                                      const StagePlan& stage) {
+  validate_architecture(config);
+  return builders().at(config.architecture)(config, weights, stage);
+}
+
+}  // namespace strata

@@ -1,0 +1,34 @@
+#pragma once
+// ForwardBatch: what one forward pass computes. Tokens of all requests are laid out flat,
+// request after request; each request brings `extend_len` new tokens on top of
+// `prefix_len` tokens already in the cache (a decode step is an extend of 1).
+#include <cstdint>
+#include <vector>
+
+namespace strata {
+
+enum class ForwardMode { Extend, Decode };
+
+struct ForwardBatch {
+  ForwardMode mode = ForwardMode::Extend;
+  std::vector<int32_t> input_ids;      // [T]
+  std::vector<int32_t> positions;      // [T]
+  std::vector<int32_t> out_cache_loc;  // [T] KV slot of each new token
+  std::vector<int32_t> req_pool_indices;  // [B] rows of the ReqToTokenPool
+  std::vector<int32_t> prefix_lens;       // [B] tokens cached before this pass
+  std::vector<int32_t> extend_lens;       // [B] new tokens in this pass
+  std::vector<int32_t> state_slots;       // [B] recurrent-state slots (hybrid models)
+  bool return_all_logits = false;  // logits for every token, not only each request's last
+
+  int batch_size() const { return static_cast<int>(req_pool_indices.size()); }
+  int num_tokens() const { return static_cast<int>(input_ids.size()); }
+  int seq_len(int b) const { return prefix_lens[b] + extend_lens[b]; }
+  // Offset of request b's first token in the flat token arrays.
+  std::vector<int> token_offsets() const {
+    std::vector<int> off(batch_size() + 1, 0);
+    for (int b = 0; b < batch_size(); ++b) off[b + 1] = off[b] + extend_lens[b];
+    return off;
+  }
+};
+
+}  // namespace strata

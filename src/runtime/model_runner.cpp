@@ -1,0 +1,84 @@
+#include "runtime/model_runner.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "core/error.h"
+#include "kernels/cpu/gemm.h"
+#include "models/registry.h"
+
+namespace strata {
+
+namespace {
+constexpr int64_t kDefaultMaxTotalTokens = 1 << 18;
+}
+
+void RunnerOptions::validate(const ModelConfig& config) const {
+  std::vector<std::string> problems;
+  if (page_size < 1) problems.push_back(fmt::format("--page-size must be at least 1, got {}", page_size));
+  if (device != "cpu" && device != "cuda")
+    problems.push_back(fmt::format("--device '{}' is unknown: use cpu or cuda", device));
+  if (device == "cuda")
+    problems.push_back("--device cuda: this build of strata has no CUDA backend; rebuild with "
+                       "-DSTRATA_CUDA=ON on a machine with the CUDA toolkit, or use --device cpu");
+  if (attention_backend != "auto" && attention_backend != "cpu")
+    problems.push_back(fmt::format("--attention-backend '{}' is not available on {}: use auto or cpu",
+                                   attention_backend, device));
+  if (max_running_requests < 1)
+    problems.push_back(fmt::format("--max-running-requests must be at least 1, got {}", max_running_requests));
+  if (max_context_len < 0) problems.push_back("--context-length must be positive");
+  if (max_total_tokens < 0) problems.push_back("--max-total-tokens must be positive");
+  if (stage && (stage->start_layer < 0 || stage->end_layer > config.num_layers ||
+                stage->start_layer > stage->end_layer))
+    problems.push_back(fmt::format("stage layers [{}, {}) do not fit a model of {} layers",
+                                   stage->start_layer, stage->end_layer, config.num_layers));
+  if (!problems.empty()) fail("invalid configuration:\n  - {}", fmt::join(problems, "\n  - "));
+}
+
+ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options)
+    : config_(config), options_(options) {
+  options.validate(config);
+  validate_architecture(config);
+  const int threads = options.threads > 0 ? options.threads
+                                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu::set_num_threads(threads);
+
+  max_context_len_ = options.max_context_len > 0 ? options.max_context_len
+                     : config.max_position_embeddings > 0 ? config.max_position_embeddings
+                                                          : 32768;
+  const StagePlan stage = options.stage.value_or(StagePlan::whole(config));
+  weights_ = open_weights(config.model_dir, options.load_format, options.seed);
+  model_ = build_model(config, *weights_, stage);
+  if (stage.is_first && stage.is_last) {
+    const auto unused = weights_->unused();
+    if (!unused.empty())
+      std::fprintf(stderr, "warning: %zu checkpoint tensors were not used (first: %s)\n",
+                   unused.size(), unused.front().c_str());
+  }
+
+  int64_t slots = options.max_total_tokens;
+  if (slots == 0)
+    slots = std::min<int64_t>(int64_t{options.max_running_requests} * max_context_len_, kDefaultMaxTotalTokens);
+  memory_ = std::make_unique<TokenMemory>(options.max_running_requests, max_context_len_, slots,
+                                          options.page_size);
+  const auto layouts = model_->kv_layouts();
+  if (!layouts.empty()) {
+    kv_pool_ = std::make_unique<KVPool>(layouts, memory_->allocator().num_slots());
+    attention_ = make_cpu_attention_backend(kv_pool_.get(), &memory_->req_to_token());
+  }
+}
+
+ModelRunner::~ModelRunner() = default;
+
+Tensor ModelRunner::forward(const ForwardBatch& batch, const Tensor& hidden_in) {
+  if (attention_) attention_->prepare(batch);
+  ForwardContext ctx;
+  ctx.attention = attention_.get();
+  return model_->forward(batch, ctx, hidden_in);
+}
+
+}  // namespace strata

@@ -1,0 +1,60 @@
+#pragma once
+// ModelRunner: one process's model stage with its memory: the model's weights, the token
+// memory (request -> slots, paged allocator), a KV pool for exactly the attention layers the
+// stage owns (none when it owns none), and the attention backend.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "attention/backend.h"
+#include "cache/kv_pool.h"
+#include "cache/req_to_token_pool.h"
+#include "model/causal_lm.h"
+#include "model/weights.h"
+
+namespace strata {
+
+struct RunnerOptions {
+  std::string device = "cpu";
+  std::string attention_backend = "auto";
+  int page_size = 1;
+  int max_running_requests = 16;
+  int max_context_len = 0;       // 0: the model's max_position_embeddings (or 32768)
+  int64_t max_total_tokens = 0;  // KV slots; 0: max_running_requests * max_context_len, capped
+  LoadFormat load_format = LoadFormat::Auto;
+  uint64_t seed = 0;
+  int threads = 0;  // 0: all cores
+  std::optional<StagePlan> stage;  // default: the whole model
+
+  // Everything that can be checked before weights load; throws one Error listing all problems.
+  void validate(const ModelConfig& config) const;
+};
+
+class ModelRunner {
+ public:
+  ModelRunner(const ModelConfig& config, const RunnerOptions& options);
+  ~ModelRunner();
+
+  // One forward pass. hidden_in: the previous stage's output (non-first stages only).
+  Tensor forward(const ForwardBatch& batch, const Tensor& hidden_in = {});
+
+  const ModelConfig& config() const { return config_; }
+  const RunnerOptions& options() const { return options_; }
+  CausalLM& model() { return *model_; }
+  TokenMemory& memory() { return *memory_; }
+  KVPool* kv_pool() { return kv_pool_.get(); }  // null when the stage has no attention layer
+  AttentionBackend* attention() { return attention_.get(); }
+  int max_context_len() const { return max_context_len_; }
+
+ private:
+  ModelConfig config_;
+  RunnerOptions options_;
+  int max_context_len_ = 0;
+  std::unique_ptr<WeightSource> weights_;
+  std::unique_ptr<CausalLM> model_;
+  std::unique_ptr<TokenMemory> memory_;
+  std::unique_ptr<KVPool> kv_pool_;
+  std::unique_ptr<AttentionBackend> attention_;
+};
+
+}  // namespace strata

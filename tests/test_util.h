@@ -1,0 +1,41 @@
+#pragma once
+// Shared helpers for golden and invariance tests over the vendored model fixtures
+// (tests/data/models/<case>: a Hugging Face directory plus reference.safetensors made by
+// transformers; see tests/data/README.md).
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "runtime/generator.h"
+
+namespace strata::test {
+
+std::string fixture_dir(const std::string& name);
+
+// reference.safetensors of a fixture: p{i}.input_ids, p{i}.logits [L, V],
+// p{i}.greedy_ids [10], p{i}.greedy_logits [10, V].
+struct Reference {
+  std::vector<std::vector<int>> input_ids, greedy_ids;
+  std::vector<Tensor> logits, greedy_logits;
+  double min_greedy_margin = 0;
+};
+Reference load_reference(const std::string& fixture);
+
+RunnerOptions default_options(int page_size = 1, int max_requests = 8);
+
+// Prefill logits at every position of `ids` (one request, fed in pieces of `chunk` tokens;
+// 0 = whole), as [L, V].
+Tensor prefill_all_logits(ModelRunner& runner, const std::vector<int>& ids, int chunk = 0);
+
+// Greedy generation for several prompts as one batch.
+std::vector<GenerateOutput> greedy(ModelRunner& runner, const std::vector<std::vector<int>>& prompts,
+                                   int max_new_tokens, bool return_logits = true, int chunk = 0);
+
+double max_abs_diff(const float* a, const float* b, int64_t n);
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
+// Runs the strata binary with `args`; returns exit code, fills stdout/stderr.
+int run_strata(const std::string& args, std::string* out, std::string* err);
+
+}  // namespace strata::test
