@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace strata {
@@ -78,6 +79,11 @@ RotaryEmbedding::RotaryEmbedding(const RopeConfig& r, int rotary_dim, bool inter
     }
   } else {
     fail("rope type '{}' is not supported (supported: default, linear, llama3, yarn)", r.type);
+  }
+  if (r.inv_freq_dtype == "bf16") {
+    for (auto& f : inv_freq_) f = bf16_to_f32(f32_to_bf16(f));
+  } else if (r.inv_freq_dtype != "f32") {
+    fail("rope frequency dtype '{}' is not supported: use f32 or bf16", r.inv_freq_dtype);
   }
 }
 

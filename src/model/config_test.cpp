@@ -1,0 +1,87 @@
+#include "model/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace strata {
+
+namespace {
+json base_config() {
+  return json::parse(R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-5})");
+}
+std::string error_of(const json& j) {
+  try {
+    ModelConfig::from_json(j, "config.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(ModelConfig, ParsesBothRopeSpellings) {
+  json v4 = base_config();
+  v4["rope_theta"] = 500000.0;
+  v4["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"original_max_position_embeddings", 8192}};
+  json v5 = base_config();
+  v5["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "llama3"}, {"factor", 8.0},
+                           {"original_max_position_embeddings", 8192}};
+  for (const json& j : {v4, v5}) {
+    const ModelConfig c = ModelConfig::from_json(j, "config.json");
+    EXPECT_EQ(c.rope.type, "llama3");
+    EXPECT_EQ(c.rope.theta, 500000.0);
+    EXPECT_EQ(c.rope.factor, 8.0);
+    EXPECT_EQ(c.head_dim, 16);
+    EXPECT_EQ(c.layers.size(), 3u);
+  }
+}
+
+TEST(ModelConfig, AcceptsBareAndObjectInfinity) {
+  const json a = parse_json_lenient(R"({"x": Infinity, "y": -Infinity, "s": "Infinity", "z": {"__float__": "Infinity"}})", "t");
+  EXPECT_TRUE(std::isinf(*json_number(a, "x")));
+  EXPECT_LT(*json_number(a, "y"), 0);
+  EXPECT_EQ(a["s"], "Infinity");  // inside a string it stays a string
+  EXPECT_TRUE(std::isinf(*json_number(a, "z")));
+}
+
+TEST(ModelConfig, SlidingWindowFromLayerTypesOrGlobalWindow) {
+  json j = base_config();
+  j["sliding_window"] = 8;
+  j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  ModelConfig c = ModelConfig::from_json(j, "config.json");
+  EXPECT_EQ(c.layers[0].attention, AttentionKind::Sliding);
+  EXPECT_EQ(c.layers[0].sliding_window, 8);
+  EXPECT_EQ(c.layers[1].attention, AttentionKind::Full);
+  j.erase("layer_types");
+  j["model_type"] = "mistral";
+  c = ModelConfig::from_json(j, "config.json");
+  for (const auto& l : c.layers) EXPECT_EQ(l.sliding_window, 8);
+  j["use_sliding_window"] = false;  // Qwen2 spelling: the window is off
+  c = ModelConfig::from_json(j, "config.json");
+  for (const auto& l : c.layers) EXPECT_EQ(l.attention, AttentionKind::Full);
+}
+
+TEST(ModelConfig, RejectsMissingAndContradictoryFields) {
+  json j = base_config();
+  j.erase("hidden_size");
+  EXPECT_NE(error_of(j).find("missing required field 'hidden_size'"), std::string::npos) << error_of(j);
+  j = base_config();
+  j.erase("architectures");
+  EXPECT_NE(error_of(j).find("architectures"), std::string::npos);
+  j = base_config();
+  j["num_key_value_heads"] = 3;
+  EXPECT_NE(error_of(j).find("multiple of num_key_value_heads"), std::string::npos) << error_of(j);
+  j = base_config();
+  j["layer_types"] = {"full_attention"};
+  EXPECT_NE(error_of(j).find("num_hidden_layers is 3"), std::string::npos) << error_of(j);
+  j = base_config();
+  j["vocab_size"] = "big";
+  EXPECT_NE(error_of(j).find("vocab_size"), std::string::npos) << error_of(j);
+}
+
+}  // namespace strata
