@@ -244,7 +244,7 @@ TEST_P(HybridLayout, PrefillAndDecodeEqualFullRecompute) {
       double logit_scale = 0;
       for (int64_t j = 0; j < recompute.numel(); ++j)
         logit_scale = std::max(logit_scale, double(std::fabs(recompute.data()[j])));
-      EXPECT_GT(logit_scale, 1.0) << "random weights this small could hide a wrong state";
+      EXPECT_GT(logit_scale, 0.5) << "random weights this small could hide a wrong state";
       const int first = static_cast<int>(ps[i].size()) - 1;
       for (int s = 0; s < 8; ++s) {
         const float* want = recompute.row(first + s);
