@@ -8,6 +8,7 @@
 
 #include "attention/cpu_backend.h"
 #include "core/error.h"
+#include "layers/mla_attention.h"
 #include "model/json_util.h"
 #include "models/registry.h"
 #include "test_util.h"
@@ -173,6 +174,31 @@ TEST(DeepseekConfig, InconsistentHeadDimensionsAreRejectedBeforeWeightsLoad) {
   EXPECT_TRUE(contains(err, "v_head_dim")) << err;
   err = build_error("deepseek_v3", [](json& c) { c["topk_group"] = 3; });
   EXPECT_TRUE(contains(err, "topk_group 3 must be between 1 and n_group 2")) << err;
+}
+
+// The shape of DeepSeek-V3's published config.json (4.x spellings: rope_scaling with "type"):
+// three dense layers, then MoE; YaRN with factor 40 whose softmax scale is
+// 1/sqrt(192) * (0.1 ln 40 + 1)^2 = 0.1352338 (see mla_attention_test.cpp).
+TEST(DeepseekConfig, PublishedV3ConfigClassifiesAndScales) {
+  json cfg = read_json_file(fixture_dir("deepseek_v3") + "/config.json");
+  cfg.erase("rope_parameters");
+  cfg["num_hidden_layers"] = 8;
+  cfg["first_k_dense_replace"] = 3;
+  cfg["moe_layer_freq"] = 2;
+  cfg["rope_theta"] = 10000;
+  cfg["rope_scaling"] = {
+      {"type", "yarn"},       {"factor", 40},   {"original_max_position_embeddings", 4096},
+      {"beta_fast", 32},      {"beta_slow", 1}, {"mscale", 1.0},
+      {"mscale_all_dim", 1.0}};
+  const ModelConfig c = ModelConfig::from_json(cfg, "config.json");
+  const MlpKind expected[8] = {MlpKind::Dense, MlpKind::Dense, MlpKind::Dense, MlpKind::Dense,
+                               MlpKind::MoE,   MlpKind::Dense, MlpKind::MoE,   MlpKind::Dense};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(c.layers[i].attention, AttentionKind::MLA) << i;
+    EXPECT_EQ(c.layers[i].mlp, expected[i]) << i;  // i >= 3 and i % 2 == 0
+  }
+  EXPECT_EQ(c.rope.type, "yarn");
+  EXPECT_NEAR(mla_softmax_scale(192, c.rope), 0.1352338, 1e-6);
 }
 
 }  // namespace strata::test

@@ -80,21 +80,29 @@ MoEOptions read_moe(const ModelConfig& c) {
   r.topk_groups = c.get_int("topk_group", 1);
   r.routed_scaling_factor = static_cast<float>(c.get_number("routed_scaling_factor", 1.0));
   r.normalize_topk = c.get_bool("norm_topk_prob", false);
-  if (c.model_type == "deepseek_v3") {
+  // The router is data: V3 configs say scoring_func sigmoid + topk_method noaux_tc (also the
+  // defaults transformers assumes for V3), V2 configs softmax + greedy / group_limited_greedy.
+  const bool v3 = c.model_type == "deepseek_v3";
+  const std::string scoring = c.get_string("scoring_func", v3 ? "sigmoid" : "softmax");
+  if (scoring == "softmax")
+    r.scoring = RouterScoring::Softmax;
+  else if (scoring == "sigmoid")
     r.scoring = RouterScoring::Sigmoid;
+  else
+    fail("config.json: scoring_func '{}' is not supported (supported: softmax, sigmoid)", scoring);
+  const std::string method = c.get_string("topk_method", v3 ? "noaux_tc" : "greedy");
+  if (method == "greedy") {
+    r.num_groups = r.topk_groups = 1;
+  } else if (method == "group_limited_greedy") {
+    r.group_score = GroupScore::Max;
+  } else if (method == "noaux_tc") {
     r.group_score = GroupScore::TopTwoSum;
     r.correction_bias = true;
   } else {
-    const std::string method = c.get_string("topk_method", "greedy");
-    if (method == "greedy")
-      r.num_groups = r.topk_groups = 1;
-    else if (method == "group_limited_greedy")
-      r.group_score = GroupScore::Max;
-    else
-      fail(
-          "config.json: topk_method '{}' is not supported for {} (supported: greedy, "
-          "group_limited_greedy)",
-          method, c.architecture);
+    fail(
+        "config.json: topk_method '{}' is not supported for {} (supported: greedy, "
+        "group_limited_greedy, noaux_tc)",
+        method, c.architecture);
   }
   r.validate();
   const ExpertActivation act = parse_expert_activation(c.hidden_act);
