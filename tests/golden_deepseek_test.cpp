@@ -201,4 +201,50 @@ TEST(DeepseekConfig, PublishedV3ConfigClassifiesAndScales) {
   EXPECT_NEAR(mla_softmax_scale(192, c.rope), 0.1352338, 1e-6);
 }
 
+// Two pipeline stages, [0, 1) and [1, 3): the second stage's latent pool holds layers 1 and 2
+// only (DESIGN.md §1.1), and the prompt goes in two chunks so the second attends over a cached
+// prefix there. Chained, the stages reproduce the reference logits.
+TEST(DeepseekStages, TwoStagesMatchReference) {
+  const Reference ref = load_reference("deepseek_v3");
+  const ModelConfig config = ModelConfig::load(fixture_dir("deepseek_v3"));
+  RunnerOptions first = default_options(16), last = default_options(16);
+  first.stage = StagePlan{0, 1, true, false};
+  last.stage = StagePlan{1, 3, false, true};
+  ModelRunner a(config, first), b(config, last);
+  EXPECT_EQ(a.kv_pool()->layer_ids(), (std::vector<int>{0}));
+  EXPECT_EQ(b.kv_pool()->layer_ids(), (std::vector<int>{1, 2}));
+  EXPECT_FALSE(b.kv_pool()->holds(0));
+
+  const std::vector<int>& ids = ref.input_ids.back();
+  const int n = static_cast<int>(ids.size()), vocab = config.vocab_size;
+  // One request, tokens [begin, end) on top of `begin` cached ones, slots from `runner`'s memory.
+  auto chunk = [&](ModelRunner& runner, int row, int begin, int end) {
+    ForwardBatch batch;
+    batch.return_all_logits = true;
+    std::vector<int32_t> slots(end - begin);
+    EXPECT_TRUE(runner.memory().extend(row, begin, end, slots.data()));
+    batch.req_pool_indices = {row};
+    batch.prefix_lens = {begin};
+    batch.extend_lens = {end - begin};
+    batch.state_slots = {row};
+    for (int i = begin; i < end; ++i) {
+      batch.input_ids.push_back(ids[i]);
+      batch.positions.push_back(i);
+      batch.out_cache_loc.push_back(slots[i - begin]);
+    }
+    return batch;
+  };
+  const int row_a = a.memory().req_to_token().alloc(), row_b = b.memory().req_to_token().alloc();
+  for (auto [begin, end] : {std::pair{0, n / 2}, std::pair{n / 2, n}}) {
+    const ForwardBatch batch_a = chunk(a, row_a, begin, end), batch_b = chunk(b, row_b, begin, end);
+    const Tensor hidden = a.forward(batch_a);
+    const Tensor logits = b.forward(batch_b, hidden);
+    ASSERT_EQ(logits.dim(0), end - begin);
+    EXPECT_LE(
+        max_abs_diff(logits.data(), ref.logits.back().row(begin), int64_t{end - begin} * vocab),
+        1e-3)
+        << "tokens [" << begin << ", " << end << ")";
+  }
+}
+
 }  // namespace strata::test
