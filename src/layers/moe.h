@@ -14,6 +14,13 @@
 // Each router family is a RouterConfig value, not a code path: Mixtral is softmax + top-k +
 // normalize; Qwen-MoE the same with normalize = norm_topk_prob; DeepSeek-V2 softmax greedy
 // (or group-limited greedy); DeepSeek-V3 and NemotronH sigmoid + bias + grouped top-k.
+// Expert and router tensor names come from the caller. NemotronH, for instance:
+//   MoEOptions o;  o.router = {n_routed_experts, num_experts_per_tok, RouterScoring::Sigmoid,
+//                              n_group, topk_group, GroupScore::TopTwoSum, true, norm_topk_prob,
+//                              routed_scaling_factor};
+//   o.expert = {moe_intermediate_size, /*gated=*/false, ExpertActivation::Relu2};
+//   o.shared_expert = {moe_shared_expert_intermediate_size, false, ExpertActivation::Relu2};
+//   MoELayer(w, "backbone.layers.1.mixer", o);   // mixer.gate.weight, mixer.experts.{i}.up_proj...
 #include <string>
 #include <vector>
 

@@ -115,11 +115,13 @@ MoEOptions read_moe(const ModelConfig& c) {
 DeepseekSettings read_settings(const ModelConfig& c) {
   DeepseekSettings s;
   s.attention = read_attention(c);
-  for (const LayerSpec& l : c.layers) s.any_moe |= l.mlp == MlpKind::MoE;
+  bool any_dense = false;
+  for (const LayerSpec& l : c.layers) {
+    s.any_moe |= l.mlp == MlpKind::MoE;
+    any_dense |= l.mlp == MlpKind::Dense;
+  }
   if (s.any_moe) s.moe = read_moe(c);
-  for (const LayerSpec& l : c.layers)
-    if (l.mlp == MlpKind::Dense)
-      positive_field(c, "intermediate_size", "width of the dense MLP layers");
+  if (any_dense) positive_field(c, "intermediate_size", "width of the dense MLP layers");
   return s;
 }
 
