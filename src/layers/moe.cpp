@@ -108,6 +108,8 @@ ExpertActivation parse_expert_activation(const std::string& act) {
 ExpertMlp::ExpertMlp(WeightSource& w, const std::string& prefix, int hidden,
                      const ExpertMlpSpec& spec)
     : spec_(spec) {
+  if (!spec.gated && spec.activation == ExpertActivation::GeluTanh)
+    fail("{}: plain (ungated) gelu experts are not supported; use gated gelu or relu2", prefix);
   const int64_t inter = spec.intermediate_size;
   in_ = spec.gated ? Linear::load_stacked(w, {prefix + "." + spec.gate, prefix + "." + spec.up},
                                           hidden, {inter, inter}, spec.bias)
@@ -129,17 +131,10 @@ void ExpertMlp::forward(const float* x, int64_t rows, float* y) const {
       const float* g = h.data() + r * in_.out_features();  // gate (gated) or up (plain)
       const float* u = spec_.gated ? g + inter : nullptr;
       for (int64_t i = 0; i < inter; ++i) {
-        float a;
-        switch (spec_.activation) {
-          case ExpertActivation::Silu:
-            a = cpu::silu(g[i]);
-            break;
-          case ExpertActivation::Relu2:
-            a = g[i] > 0.0f ? g[i] * g[i] : 0.0f;
-            break;
-          default:
-            fail("plain (ungated) gelu experts are not supported");
-        }
+        // silu or relu^2 here: ungated gelu is refused at construction.
+        const float a = spec_.activation == ExpertActivation::Relu2
+                            ? (g[i] > 0.0f ? g[i] * g[i] : 0.0f)
+                            : cpu::silu(g[i]);
         act[r * inter + i] = u ? a * u[i] : a;
       }
     }
