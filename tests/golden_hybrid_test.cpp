@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -137,7 +138,9 @@ TEST_P(HybridGolden, DecodeStepsEqualFullRecompute) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HybridGolden,
                          testing::Values(Case{"nemotron_h", 1}, Case{"nemotron_h", 16},
-                                         Case{"nemotron_h_mamba_only", 1}, Case{"bamba", 1},
+                                         Case{"nemotron_h_mamba_only", 1},
+                                         Case{"nemotron_h_moe", 1}, Case{"nemotron_h_moe", 16},
+                                         Case{"nemotron_h_moe_hub_config", 1}, Case{"bamba", 1},
                                          Case{"bamba", 16}, Case{"falcon_h1", 1},
                                          Case{"falcon_h1", 16}),
                          case_name);
@@ -145,7 +148,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HybridGolden,
 // Each hidden state transformers reports (the input of layer k) is what a stage that ends at
 // layer k hands on, so a mismatch names the first wrong layer.
 TEST(HybridGoldenLayers, HiddenStatesMatchReferenceLayerByLayer) {
-  for (const std::string fixture : {"nemotron_h", "nemotron_h_mamba_only", "bamba", "falcon_h1"}) {
+  for (const std::string fixture :
+       {"nemotron_h", "nemotron_h_mamba_only", "nemotron_h_moe", "bamba", "falcon_h1"}) {
     const ModelConfig config = ModelConfig::load(fixture_dir(fixture));
     SafetensorsFile file(fixture_dir(fixture) + "/reference.safetensors");
     const Reference ref = load_reference(fixture);
@@ -214,6 +218,48 @@ TEST(HybridPools, EachPoolHoldsOnlyItsLayersAndSaysWhichOnes) {
   EXPECT_EQ(st.conv_channels, 8 * 16 + 2 * 2 * 16);
   EXPECT_EQ(st.conv_width, 3);
   EXPECT_EQ(st.ssm_numel(), 8 * 16 * 16);
+}
+
+}  // namespace strata::test
+
+namespace strata::test {
+
+// The hybrid flags from the command line: a strategy the device cannot run is refused before
+// loading, naming the device and what to use; a batch larger than --max-mamba-cache-size is a
+// clear error; within the limit the ids match the reference.
+TEST(HybridCli, StrategyAndStateCacheFlags) {
+  const std::string model = " --model " + fixture_dir("nemotron_h");
+  const Reference ref = load_reference("nemotron_h");
+  std::string ids;
+  for (int id : ref.input_ids[1]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  std::string out, err;
+  EXPECT_EQ(run_strata("generate" + model + " --input-ids " + ids +
+                           " --mamba-radix-cache-strategy extra_buffer",
+                       &out, &err),
+            1);
+  EXPECT_NE(err.find("extra_buffer is not available on device cpu"), std::string::npos) << err;
+  EXPECT_NE(err.find("no_buffer"), std::string::npos) << err;
+
+  const std::string file = (std::filesystem::temp_directory_path() /
+                            ("strata_hybrid_prompts_" + std::to_string(::getpid())))
+                               .string();
+  std::ofstream(file) << ids << "\n" << ids << "\n";
+  EXPECT_EQ(
+      run_strata("generate" + model + " --input-ids-file " + file + " --max-mamba-cache-size 1",
+                 &out, &err),
+      1);
+  EXPECT_NE(err.find("--max-mamba-cache-size 1"), std::string::npos) << err;
+
+  ASSERT_EQ(run_strata("generate" + model + " --input-ids-file " + file +
+                           " --max-new-tokens 10 --json --mamba-radix-cache-strategy no_buffer "
+                           "--mamba-ssm-dtype float32",
+                       &out, &err),
+            0)
+      << err;
+  std::string want;
+  for (int id : ref.greedy_ids[1]) want += (want.empty() ? "" : ",") + std::to_string(id);
+  EXPECT_NE(out.find("\"output_ids\":[" + want + "]"), std::string::npos) << out;
+  std::filesystem::remove(file);
 }
 
 }  // namespace strata::test

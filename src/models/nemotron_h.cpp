@@ -1,13 +1,15 @@
 // NemotronH (Nemotron-H, Nemotron-Nano-v2, Nemotron-3-Nano): a stack of single-mixer blocks,
 //   x = x + Mixer(RMSNorm(x)),   Mixer one of  Mamba2 | attention | MLP | MoE
 // as the config's layer list says (layer_kinds.cpp). Attention has no positional encoding
-// (the Mamba2 layers carry position); MLPs and experts are ungated with relu2.
+// (the Mamba2 layers carry position); MLPs and experts are ungated with relu2; MoE layers use
+// the shared MoE layer (layers/moe.h).
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "layers/attention.h"
 #include "layers/mamba2.h"
 #include "layers/mlp.h"
+#include "layers/moe.h"
 #include "model/decoder_model.h"
 
 namespace strata {
@@ -28,8 +30,7 @@ class NemotronHBlock : public DecoderLayer {
       mlp_.emplace(w, p + "mixer", c.hidden_size, c.require_int("intermediate_size"),
                    c.get_string("mlp_hidden_act", "relu2"), c.mlp_bias);
     } else {
-      fail("NemotronH layer {} is '{}', which this build cannot run yet: the MoE layer is missing",
-           layer_id, spec.describe());
+      moe_.emplace(w, p + "mixer", moe_options(c));
     }
   }
 
@@ -37,7 +38,8 @@ class NemotronHBlock : public DecoderLayer {
     const Tensor h = norm_.forward(x);
     const Tensor out = mamba_  ? mamba_->forward(h, batch, ctx)
                        : attn_ ? attn_->forward(h, batch, ctx)
-                               : mlp_->forward(h);
+                       : mlp_  ? mlp_->forward(h)
+                               : moe_->forward(h);
     for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] += out.data()[i];
   }
 
@@ -61,6 +63,32 @@ class NemotronHBlock : public DecoderLayer {
     return o;
   }
 
+  // Nemotron-3-Nano-style MoE: sigmoid router with e_score_correction_bias and grouped top-k,
+  // relu2 experts without a gate, one always-on shared expert of its own width.
+  static MoEOptions moe_options(const ModelConfig& c) {
+    if (c.raw.contains("moe_latent_size") && !c.raw["moe_latent_size"].is_null())
+      fail("config.json: moe_latent_size (latent MoE projections) is not supported yet for {}",
+           c.architecture);
+    MoEOptions m;
+    m.hidden_size = c.hidden_size;
+    RouterConfig& r = m.router;
+    r.num_experts = c.require_int("n_routed_experts");
+    r.top_k = c.require_int("num_experts_per_tok");
+    r.scoring = RouterScoring::Sigmoid;
+    r.num_groups = c.get_int("n_group", 1);
+    r.topk_groups = c.get_int("topk_group", 1);
+    r.group_score = GroupScore::TopTwoSum;
+    r.correction_bias = true;
+    r.normalize_topk = c.get_bool("norm_topk_prob", true);
+    r.routed_scaling_factor = static_cast<float>(c.get_number("routed_scaling_factor", 1.0));
+    r.validate();
+    const ExpertActivation act = parse_expert_activation(c.get_string("mlp_hidden_act", "relu2"));
+    m.expert = {c.require_int("moe_intermediate_size"), false, act, c.mlp_bias};
+    const int shared = c.get_int("moe_shared_expert_intermediate_size", 0);
+    if (shared > 0) m.shared_expert = {shared, false, act, c.mlp_bias};
+    return m;
+  }
+
   static AttentionOptions attention_options(const ModelConfig& c, int layer_id) {
     AttentionOptions o;
     o.layer_id = layer_id;
@@ -77,6 +105,7 @@ class NemotronHBlock : public DecoderLayer {
   std::optional<Mamba2Mixer> mamba_;
   std::optional<GQAAttention> attn_;
   std::optional<UngatedMLP> mlp_;
+  std::optional<MoELayer> moe_;
 };
 
 }  // namespace

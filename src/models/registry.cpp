@@ -16,6 +16,7 @@ std::unique_ptr<CausalLM> build_mistral(const ModelConfig&, WeightSource&, const
 std::unique_ptr<CausalLM> build_nemotron_h(const ModelConfig&, WeightSource&, const StagePlan&);
 std::unique_ptr<CausalLM> build_bamba(const ModelConfig&, WeightSource&, const StagePlan&);
 std::unique_ptr<CausalLM> build_falcon_h1(const ModelConfig&, WeightSource&, const StagePlan&);
+std::unique_ptr<CausalLM> build_deepseek(const ModelConfig&, WeightSource&, const StagePlan&);
 
 namespace {
 
@@ -33,6 +34,8 @@ const std::map<std::string, Builder>& builders() {
       {"NemotronHForCausalLM", build_nemotron_h},
       {"BambaForCausalLM", build_bamba},
       {"FalconH1ForCausalLM", build_falcon_h1},
+      {"DeepseekV2ForCausalLM", build_deepseek},
+      {"DeepseekV3ForCausalLM", build_deepseek},
   };
   return kBuilders;
 }
