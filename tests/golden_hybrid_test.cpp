@@ -263,3 +263,62 @@ TEST(HybridCli, StrategyAndStateCacheFlags) {
 }
 
 }  // namespace strata::test
+
+namespace strata::test {
+
+// Two pipeline stages of nemotron_h, [0, 4) and [4, 8): each stage's KV pool and state pool
+// hold only its own layers (the second owns no layer 0 of any kind: DESIGN.md §1.1). The prompt
+// goes in two chunks and then one decode step, so the second stage resumes from cached KV and
+// recurrent state; chained, the stages reproduce the reference logits.
+TEST(HybridStages, TwoStagesEachHoldOnlyTheirLayersAndMatchReference) {
+  const Reference ref = load_reference("nemotron_h");
+  const ModelConfig config = ModelConfig::load(fixture_dir("nemotron_h"));
+  RunnerOptions first = default_options(), last = default_options();
+  first.stage = StagePlan{0, 4, true, false};
+  last.stage = StagePlan{4, 8, false, true};
+  ModelRunner a(config, first), b(config, last);
+  EXPECT_EQ(a.kv_pool()->layer_ids(), (std::vector<int>{3}));
+  EXPECT_EQ(a.state_pool()->layer_ids(), (std::vector<int>{0, 2}));
+  EXPECT_EQ(b.kv_pool()->layer_ids(), (std::vector<int>{6}));
+  EXPECT_EQ(b.state_pool()->layer_ids(), (std::vector<int>{5}));
+  EXPECT_FALSE(b.state_pool()->holds(0));
+  EXPECT_FALSE(b.kv_pool()->holds(3));
+
+  const std::vector<int>& prompt = ref.input_ids.back();
+  std::vector<int> ids = prompt;
+  ids.push_back(ref.greedy_ids.back()[0]);
+  const int n = static_cast<int>(prompt.size()), vocab = config.vocab_size;
+  struct Stage {
+    ModelRunner& runner;
+    int row, slot;
+  };
+  Stage sa{a, a.memory().req_to_token().alloc(), a.state_pool()->alloc()};
+  Stage sb{b, b.memory().req_to_token().alloc(), b.state_pool()->alloc()};
+  auto batch = [&](Stage& s, int begin, int end) {
+    ForwardBatch fb;
+    fb.mode = end - begin == 1 && begin > 0 ? ForwardMode::Decode : ForwardMode::Extend;
+    fb.return_all_logits = true;
+    std::vector<int32_t> slots(end - begin);
+    EXPECT_TRUE(s.runner.memory().extend(s.row, begin, end, slots.data()));
+    fb.req_pool_indices = {s.row};
+    fb.prefix_lens = {begin};
+    fb.extend_lens = {end - begin};
+    fb.state_slots = {s.slot};
+    for (int i = begin; i < end; ++i) {
+      fb.input_ids.push_back(ids[i]);
+      fb.positions.push_back(i);
+      fb.out_cache_loc.push_back(slots[i - begin]);
+    }
+    return fb;
+  };
+  for (auto [begin, end] : {std::pair{0, n / 2}, std::pair{n / 2, n}, std::pair{n, n + 1}}) {
+    const ForwardBatch ba = batch(sa, begin, end), bb = batch(sb, begin, end);
+    const Tensor logits = b.forward(bb, a.forward(ba));
+    ASSERT_EQ(logits.dim(0), end - begin);
+    const float* want = end <= n ? ref.logits.back().row(begin) : ref.greedy_logits.back().row(1);
+    EXPECT_LE(max_abs_diff(logits.data(), want, int64_t{end - begin} * vocab), 1e-3)
+        << "tokens [" << begin << ", " << end << ")";
+  }
+}
+
+}  // namespace strata::test
