@@ -62,10 +62,9 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
         if (hidden_in.ndim() != 2 || hidden_in.dim(0) != batch.num_tokens() ||
             hidden_in.dim(1) != runner.config().hidden_size)
           fail(
-              "pipeline stages disagree: stage {} built a batch of {} tokens but stage {} sent a "
-              "hidden "
-              "state of shape {}; every stage must run the same build with the same flags and "
-              "prompts",
+              "pipeline stages disagree: stage {} built a batch of {} tokens but stage {} sent "
+              "a hidden state of shape {}; every stage must run the same build with the same "
+              "flags and prompts",
               rank, batch.num_tokens(), rank - 1, hidden_in.shape_str());
       }
       const Tensor out = runner.forward(batch, hidden_in);
