@@ -122,17 +122,23 @@ int run(const GenerateFlags& f) {
   if (f.micro_batches < 0) fail("--micro-batches must be at least 1, got {}", f.micro_batches);
   gen.micro_batches = f.micro_batches;
 
-  auto report = [&](const std::vector<GenerateOutput>& outputs, const GenerateStats& stats) {
-    print_outputs(f, prompts, outputs);
+  // Prints the outputs (on the last stage when pipelined) and, with --timing, one line per
+  // stage: "timing: {...}" on stderr.
+  auto report = [&](int stage, bool is_last, const std::vector<GenerateOutput>& outputs,
+                    const GenerateStats& stats) {
+    if (is_last) print_outputs(f, prompts, outputs);
     if (f.timing) {
       nlohmann::json t;
       t["pp_size"] = pipeline.pp_size;
+      t["stage"] = stage;
       t["requests"] = requests.size();
       t["prefill_s"] = stats.prefill_s;
       t["decode_s"] = stats.decode_s;
       t["decode_tokens"] = stats.decode_tokens;
       t["decode_throughput_tok_s"] = stats.decode_tokens_per_s();
-      std::cerr << "timing: " << t.dump() << "\n";
+      if (pipeline.pp_size > 1) t["wait_s"] = stats.wait_s;
+      // One write per line: stages share the terminal.
+      std::fprintf(stderr, "timing: %s\n", t.dump().c_str());
     }
   };
   if (pipeline.pp_size > 1) {
@@ -149,7 +155,7 @@ int run(const GenerateFlags& f) {
   ModelRunner runner(config, options);
   GenerateStats stats;
   const auto outputs = generate(runner, requests, gen, &stats);
-  report(outputs, stats);
+  report(0, true, outputs, stats);
   return 0;
 }
 

@@ -43,7 +43,7 @@ void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
     transport.barrier();  // every stage built: from here on, waits are for real work
     GenerateStats stats;
     const auto outputs = generate_pipelined(runner, transport, requests, generate_options, &stats);
-    if (plan.is_last) report(outputs, stats);
+    report(rank, plan.is_last, outputs, stats);
     std::fflush(stdout);
     transport.flush();
     transport.barrier();  // nobody leaves while another stage may still need it

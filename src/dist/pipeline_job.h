@@ -23,9 +23,12 @@ void validate_pipeline_job(const ModelConfig& config, const RunnerOptions& optio
                            const PipelineSetup& setup,
                            const std::vector<GenerateRequest>& requests);
 
-using StageReport = std::function<void(const std::vector<GenerateOutput>&, const GenerateStats&)>;
+// Called on every stage when it is done: `stage` k of the pipeline, its outputs (complete, with
+// logits, only on the last stage) and its timing.
+using StageReport = std::function<void(int stage, bool is_last, const std::vector<GenerateOutput>&,
+                                       const GenerateStats&)>;
 
-// Runs this process's stage. `report` is called on the last stage, which holds the logits.
+// Runs this process's stage and calls `report` on it.
 // Returns only on success.
 void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
                         const PipelineSetup& setup, const std::vector<GenerateRequest>& requests,

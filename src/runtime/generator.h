@@ -27,6 +27,7 @@ struct GenerateOutput {
 struct GenerateStats {
   double prefill_s = 0, decode_s = 0;
   int64_t decode_tokens = 0;
+  double wait_s = 0;  // pipelined: time this stage spent waiting on others (hand-overs, ids)
   double decode_tokens_per_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0.0; }
 };
 

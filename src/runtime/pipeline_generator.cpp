@@ -46,11 +46,19 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
   std::vector<std::vector<int>> awaiting(groups.size());
   std::vector<int> members;
   bool first_pass = true;
+  // Time spent in the transport: waiting for the neighbours, i.e. the pipeline's bubbles.
+  double waited = 0;
+  auto timed = [&waited](auto&& call) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto result = call();
+    waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return result;
+  };
   for (bool progressed = true; progressed;) {
     progressed = false;
     for (size_t g = 0; g < groups.size(); ++g) {
       if (!awaiting[g].empty()) {
-        state.accept(awaiting[g], transport.recv_ids(last), nullptr);
+        state.accept(awaiting[g], timed([&] { return transport.recv_ids(last); }), nullptr);
         awaiting[g].clear();
       }
       const ForwardBatch batch = state.next_batch(groups[g], &members);
@@ -58,7 +66,7 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
       progressed = true;
       Tensor hidden_in;
       if (!stage.is_first) {
-        hidden_in = transport.recv_tensor(rank - 1);
+        hidden_in = timed([&] { return transport.recv_tensor(rank - 1); });
         if (hidden_in.ndim() != 2 || hidden_in.dim(0) != batch.num_tokens() ||
             hidden_in.dim(1) != runner.config().hidden_size)
           fail(
@@ -75,13 +83,22 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
         for (int peer = 0; peer < last; ++peer) transport.post_ids(peer, tokens);
         state.accept(members, tokens, &out);
       } else {
-        transport.send_tensor(rank + 1, out);
+        timed([&] {
+          transport.send_tensor(rank + 1, out);
+          return 0;
+        });
         awaiting[g] = members;
       }
     }
   }
-  transport.flush();
-  if (stats) *stats = state.stats();
+  timed([&] {
+    transport.flush();
+    return 0;
+  });
+  if (stats) {
+    *stats = state.stats();
+    stats->wait_s = waited;
+  }
   return state.outputs();
 }
 
