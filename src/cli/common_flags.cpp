@@ -38,10 +38,11 @@ RunnerOptions ModelFlags::runner_options() const {
 }
 
 PipelineSetup ModelFlags::pipeline_setup() const {
+  if (pp_size < 0) fail("--pp-size must be at least 1, got {}", pp_size);
   PipelineSetup setup;
   if (!pp_layer_partition.empty()) setup.layers_per_stage = parse_layer_partition(pp_layer_partition);
+  // Without --pp-size, a partition says how many stages there are.
   setup.pp_size = pp_size > 0 ? pp_size : std::max<int>(1, static_cast<int>(setup.layers_per_stage.size()));
-  if (pp_size < 0) fail("--pp-size must be at least 1, got {}", pp_size);
   setup.timeout_s = pp_timeout;
   return setup;
 }
