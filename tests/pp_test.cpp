@@ -95,12 +95,18 @@ void expect_pipeline_matches(const std::string& common, const Generation& single
   }
 }
 
-class PipelineParallel : public testing::TestWithParam<std::string> {};
+struct Case {
+  std::string fixture;
+  std::vector<int> pp_sizes;  // 2, 3, 4 where the model has that many layers
+  friend void PrintTo(const Case& c, std::ostream* os) { *os << c.fixture; }
+};
+
+class PipelineParallel : public testing::TestWithParam<Case> {};
 
 }  // namespace
 
 TEST_P(PipelineParallel, StagesGiveTheIdsAndLogitsOfOneProcess) {
-  const std::string fixture = GetParam();
+  const std::string fixture = GetParam().fixture;
   const Reference ref = load_reference(fixture);
   const std::string prompts = write_prompts(test_prompts(ref));
   const std::string common =
@@ -109,15 +115,20 @@ TEST_P(PipelineParallel, StagesGiveTheIdsAndLogitsOfOneProcess) {
   ASSERT_EQ(single.ids.size(), 5u);
   for (size_t p = 0; p < ref.greedy_ids.size(); ++p)
     EXPECT_EQ(single.ids[p], ref.greedy_ids[p]) << "prompt " << p;
-  expect_pipeline_matches(common, single, {2, 3, 4});
+  expect_pipeline_matches(common, single, GetParam().pp_sizes);
   std::filesystem::remove(prompts);
 }
 
-INSTANTIATE_TEST_SUITE_P(DenseFixtures, PipelineParallel,
-                         testing::Values("llama", "llama3_rope", "llama_bf16", "qwen2", "qwen3",
-                                         "mistral_swa"),
-                         [](const testing::TestParamInfo<std::string>& info) {
-                           return info.param;
+// Every fixture the engine runs end to end; PP = its layer count is among the sizes (4 dense
+// layers, 3 DeepSeek layers: the first with a dense MLP, the others MoE).
+INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParallel,
+                         testing::Values(Case{"llama", {2, 3, 4}}, Case{"llama3_rope", {2, 3, 4}},
+                                         Case{"llama_bf16", {2, 3, 4}}, Case{"qwen2", {2, 3, 4}},
+                                         Case{"qwen3", {2, 3, 4}}, Case{"mistral_swa", {2, 3, 4}},
+                                         Case{"deepseek_v2_lite", {2, 3}},
+                                         Case{"deepseek_v3", {2, 3}}),
+                         [](const testing::TestParamInfo<Case>& info) {
+                           return info.param.fixture;
                          });
 
 // Explicit partitions, chunked prefill and paged KV go through the same pipeline.
