@@ -31,6 +31,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int run(const BenchFlags& f) {
   if (f.batch_size < 1 || f.input_len < 1 || f.output_len < 1)
     fail("--batch-size, --input-len and --output-len must be at least 1");
+  if (f.model.pipeline_setup().pp_size > 1)
+    fail("bench-one-batch runs in one process; for pipeline-parallel throughput run strata generate "
+         "--pp-size N --timing with enough prompts to fill the pipeline (docs/benchmarks.md)");
   const ModelConfig config = ModelConfig::load(f.model.model);
   RunnerOptions options = f.model.runner_options();
   options.max_running_requests = f.batch_size;

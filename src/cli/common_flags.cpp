@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "dist/partition.h"
 
 namespace strata::cli {
 
@@ -12,7 +13,10 @@ void ModelFlags::add_to(CLI::App& app) {
   app.add_option("--device", device, "cpu | cuda");
   app.add_option("--attention-backend", attention_backend, "auto | cpu");
   app.add_option("--page-size", page_size, "KV cache page size in tokens");
-  app.add_option("--pp-size", pp_size, "pipeline-parallel stages");
+  app.add_option("--pp-size", pp_size, "pipeline-parallel stages, one process each (started through mpirun)");
+  app.add_option("--pp-layer-partition", pp_layer_partition,
+                 "decoder layers per stage, like 2,3,3 (default: even split, remainder on the last stages)");
+  app.add_option("--pp-timeout", pp_timeout, "seconds a stage waits for another before the job fails");
   app.add_option("--threads", threads, "CPU threads (0: all cores)");
   app.add_option("--context-length", context_length, "maximum tokens per request (0: from config)");
   app.add_option("--max-total-tokens", max_total_tokens, "KV cache size in tokens (0: derived)");
@@ -25,8 +29,6 @@ void ModelFlags::add_to(CLI::App& app) {
 }
 
 RunnerOptions ModelFlags::runner_options() const {
-  if (pp_size != 1)
-    fail("--pp-size {}: pipeline parallelism is not available in this build yet; use --pp-size 1", pp_size);
   if (page_size < 1) fail("--page-size must be at least 1, got {}", page_size);
   RunnerOptions o;
   o.device = device;
@@ -41,6 +43,16 @@ RunnerOptions ModelFlags::runner_options() const {
   o.mamba_ssm_dtype = mamba_ssm_dtype;
   o.mamba_radix_cache_strategy = mamba_radix_cache_strategy;
   return o;
+}
+
+PipelineSetup ModelFlags::pipeline_setup() const {
+  if (pp_size < 0) fail("--pp-size must be at least 1, got {}", pp_size);
+  PipelineSetup setup;
+  if (!pp_layer_partition.empty()) setup.layers_per_stage = parse_layer_partition(pp_layer_partition);
+  // Without --pp-size, a partition says how many stages there are.
+  setup.pp_size = pp_size > 0 ? pp_size : std::max<int>(1, static_cast<int>(setup.layers_per_stage.size()));
+  setup.timeout_s = pp_timeout;
+  return setup;
 }
 
 int run_command(const std::function<int()>& body) {

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "dist/pipeline_job.h"
 #include "runtime/model_runner.h"
 
 namespace strata::cli {
@@ -13,7 +14,9 @@ struct ModelFlags {
   std::string device = "cpu";
   std::string attention_backend = "auto";
   int page_size = 1;
-  int pp_size = 1;
+  int pp_size = 0;                 // 0: not given (1, or the length of --pp-layer-partition)
+  std::string pp_layer_partition;  // "a,b,...": layers per stage
+  double pp_timeout = 600;         // seconds a stage waits for another before the job fails
   int threads = 0;
   int context_length = 0;
   int64_t max_total_tokens = 0;
@@ -23,8 +26,11 @@ struct ModelFlags {
   std::string mamba_radix_cache_strategy = "auto";
 
   void add_to(CLI::App& app);
-  // Validated runner options (throws Error naming each bad flag).
+  // Validated runner options (throws Error naming each bad flag). Pipeline flags are read by
+  // the commands that run pipelines (pipeline_setup).
   RunnerOptions runner_options() const;
+  // The pipeline flags, resolved (throws Error for a malformed --pp-layer-partition).
+  PipelineSetup pipeline_setup() const;
 };
 
 // Runs `body`, turning strata errors into one message on stderr and exit code 1.

@@ -8,6 +8,9 @@
 #include "cli/commands.h"
 #include "cli/common_flags.h"
 #include "core/error.h"
+#include "dist/launch.h"
+#include "dist/partition.h"
+#include "dist/pipeline_job.h"
 #include "runtime/generator.h"
 
 namespace strata::cli {
@@ -26,6 +29,8 @@ struct GenerateFlags {
   bool return_logits = false;
   bool stop_at_eos = false;
   int chunked_prefill_size = 0;
+  bool timing = false;
+  int micro_batches = 0;
 };
 
 std::vector<int> parse_ids(const std::string& text, const std::string& where) {
@@ -53,6 +58,26 @@ std::vector<int> parse_ids(const std::string& text, const std::string& where) {
   return ids;
 }
 
+void print_outputs(const GenerateFlags& f, const std::vector<std::vector<int>>& prompts,
+                   const std::vector<GenerateOutput>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (f.json) {
+      nlohmann::json j;
+      j["index"] = i;
+      j["input_ids"] = prompts[i];
+      j["output_ids"] = outputs[i].output_ids;
+      j["finish_reason"] = outputs[i].finish_reason;
+      if (f.return_logits) j["logits"] = outputs[i].logits;
+      std::cout << j.dump() << "\n";
+    } else {
+      std::cout << "prompt " << i << ": ";
+      for (size_t k = 0; k < outputs[i].output_ids.size(); ++k) std::cout << (k ? "," : "") << outputs[i].output_ids[k];
+      std::cout << "  (" << outputs[i].finish_reason << ")\n";
+    }
+  }
+  std::cout.flush();
+}
+
 int run(const GenerateFlags& f) {
   std::vector<std::vector<int>> prompts;
   if (!f.input_ids.empty() && !f.input_ids_file.empty())
@@ -76,6 +101,7 @@ int run(const GenerateFlags& f) {
 
   const ModelConfig config = ModelConfig::load(f.model.model);
   RunnerOptions options = f.model.runner_options();
+  const PipelineSetup pipeline = f.model.pipeline_setup();
   std::vector<GenerateRequest> requests;
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateRequest r;
@@ -90,27 +116,46 @@ int run(const GenerateFlags& f) {
   }
   options.max_running_requests = static_cast<int>(requests.size());
   if (options.max_total_tokens == 0) options.max_total_tokens = kv_slots_needed(requests, options.page_size);
-  ModelRunner runner(config, options);
   GenerateOptions gen;
   gen.chunked_prefill_size = f.chunked_prefill_size;
   gen.return_logits = f.return_logits;
-  const auto outputs = generate(runner, requests, gen);
+  if (f.micro_batches < 0) fail("--micro-batches must be at least 1, got {}", f.micro_batches);
+  gen.micro_batches = f.micro_batches;
 
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (f.json) {
-      nlohmann::json j;
-      j["index"] = i;
-      j["input_ids"] = prompts[i];
-      j["output_ids"] = outputs[i].output_ids;
-      j["finish_reason"] = outputs[i].finish_reason;
-      if (f.return_logits) j["logits"] = outputs[i].logits;
-      std::cout << j.dump() << "\n";
-    } else {
-      std::cout << "prompt " << i << ": ";
-      for (size_t k = 0; k < outputs[i].output_ids.size(); ++k) std::cout << (k ? "," : "") << outputs[i].output_ids[k];
-      std::cout << "  (" << outputs[i].finish_reason << ")\n";
+  // Prints the outputs (on the last stage when pipelined) and, with --timing, one line per
+  // stage: "timing: {...}" on stderr.
+  auto report = [&](int stage, bool is_last, const std::vector<GenerateOutput>& outputs,
+                    const GenerateStats& stats) {
+    if (is_last) print_outputs(f, prompts, outputs);
+    if (f.timing) {
+      nlohmann::json t;
+      t["pp_size"] = pipeline.pp_size;
+      t["stage"] = stage;
+      t["requests"] = requests.size();
+      t["prefill_s"] = stats.prefill_s;
+      t["decode_s"] = stats.decode_s;
+      t["decode_tokens"] = stats.decode_tokens;
+      t["decode_throughput_tok_s"] = stats.decode_tokens_per_s();
+      if (pipeline.pp_size > 1) t["wait_s"] = stats.wait_s;
+      // One write per line: stages share the terminal.
+      std::fprintf(stderr, "timing: %s\n", t.dump().c_str());
     }
+  };
+  if (pipeline.pp_size > 1) {
+    // The launcher checks what it can, then re-runs this command line as one process per
+    // stage under mpirun; each of those joins the job and runs its stage.
+    if (!inside_mpi_job()) {
+      validate_pipeline_job(config, options, pipeline, requests);
+      return relaunch_under_mpirun(pipeline.pp_size);
+    }
+    run_pipeline_stage(config, options, pipeline, requests, gen, report);
+    return 0;
   }
+  if (!pipeline.layers_per_stage.empty()) partition_layers(config.num_layers, 1, pipeline.layers_per_stage);
+  ModelRunner runner(config, options);
+  GenerateStats stats;
+  const auto outputs = generate(runner, requests, gen, &stats);
+  report(0, true, outputs, stats);
   return 0;
 }
 
@@ -131,6 +176,10 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--return-logits", flags->return_logits, "with --json: the full logits behind each output token");
   cmd->add_flag("--stop-at-eos", flags->stop_at_eos, "stop a prompt at the model's EOS token (default: generate --max-new-tokens)");
   cmd->add_option("--chunked-prefill-size", flags->chunked_prefill_size, "feed prompts in pieces of this many tokens (0 = whole)");
+  cmd->add_option("--micro-batches", flags->micro_batches,
+                  "split the prompts into this many batches that take turns through the model (default: one "
+                  "per pipeline stage)");
+  cmd->add_flag("--timing", flags->timing, "print prefill/decode wall time and decode throughput to stderr (one JSON line)");
   cmd->callback([flags, &exit_code]() { exit_code = run_command([&] { return run(*flags); }); });
 }
 

@@ -22,16 +22,33 @@ struct GenerateOutput {
   std::string finish_reason;               // "length" | "stop"
 };
 
+// Wall time of one generate call. Prefill ends when no request still reads its prompt; the
+// decode tokens are those sampled after that.
+struct GenerateStats {
+  double prefill_s = 0, decode_s = 0;
+  int64_t decode_tokens = 0;
+  double wait_s = 0;  // pipelined: time this stage spent waiting on others (hand-overs, ids)
+  double decode_tokens_per_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0.0; }
+};
+
 struct GenerateOptions {
   int chunked_prefill_size = 0;  // > 0: feed each prompt in pieces of at most this many tokens
   bool return_logits = false;
+  // The requests split into this many groups that take turns through the model, each its own
+  // batch (as pipeline micro-batches do). 0: one group; pipelined: one per stage.
+  int micro_batches = 0;
 };
 
 // Checks every request against the model before any work starts (RequestError on failure).
 void validate_requests(const ModelRunner& runner, const std::vector<GenerateRequest>& requests);
+// The same checks without a runner (a launcher checks requests before starting processes).
+void validate_requests(const ModelConfig& config, int max_context_len, const std::vector<GenerateRequest>& requests);
 
 std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<GenerateRequest>& requests,
-                                     const GenerateOptions& options = {});
+                                     const GenerateOptions& options = {}, GenerateStats* stats = nullptr);
+
+// Request indices [0, n) cut into `parts` contiguous groups whose sizes differ by at most one.
+std::vector<std::vector<int>> split_into_micro_batches(int n, int parts);
 
 // Slots needed to hold every request at its longest, given the page size.
 int64_t kv_slots_needed(const std::vector<GenerateRequest>& requests, int page_size);

@@ -49,6 +49,12 @@ void RunnerOptions::validate(const ModelConfig& config) const {
   if (!problems.empty()) fail("invalid configuration:\n  - {}", fmt::join(problems, "\n  - "));
 }
 
+int RunnerOptions::resolved_max_context_len(const ModelConfig& config) const {
+  return max_context_len > 0                   ? max_context_len
+         : config.max_position_embeddings > 0 ? config.max_position_embeddings
+                                               : 32768;
+}
+
 ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options)
     : config_(config), options_(options) {
   options.validate(config);
@@ -57,9 +63,7 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   cpu::set_num_threads(threads);
 
-  max_context_len_ = options.max_context_len > 0 ? options.max_context_len
-                     : config.max_position_embeddings > 0 ? config.max_position_embeddings
-                                                          : 32768;
+  max_context_len_ = options.resolved_max_context_len(config);
   const StagePlan stage = options.stage.value_or(StagePlan::whole(config));
   weights_ = open_weights(config.model_dir, options.load_format, options.seed);
   model_ = build_model(config, *weights_, stage);

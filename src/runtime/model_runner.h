@@ -35,6 +35,8 @@ struct RunnerOptions {
 
   // Everything that can be checked before weights load; throws one Error listing all problems.
   void validate(const ModelConfig& config) const;
+  // max_context_len, or the model's max_position_embeddings (32768 when it has none).
+  int resolved_max_context_len(const ModelConfig& config) const;
 };
 
 class ModelRunner {

@@ -1,0 +1,204 @@
+#include "dist/mpi_transport.h"
+
+// Only MPI's C API: the deprecated C++ bindings would need libmpi_cxx at link time.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+
+namespace strata {
+
+namespace {
+
+// One tag per kind of message, so a tensor is never matched by a receive for ids.
+constexpr int kTagTensor = 1;
+constexpr int kTagIds = 2;
+
+using Clock = std::chrono::steady_clock;
+
+// Backs off while polling: spin briefly (a pipeline hand-over is usually imminent), then
+// yield, then sleep, so a waiting stage leaves the cores to the stages that compute.
+void backoff(int& polls) {
+  ++polls;
+  if (polls < 64) return;
+  if (polls < 2048)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
+Clock::time_point deadline_after(double seconds) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+[[noreturn]] void timed_out(int rank, int peer, const char* what, double seconds) {
+  if (peer < 0)
+    fail(
+        "process {} waited {} s at {}; another process is hung or dead, or takes longer than "
+        "--pp-timeout allows",
+        rank, seconds, what);
+  fail(
+      "process {} waited {} s for process {} ({}); that process is hung or dead, or the step "
+      "takes longer than --pp-timeout allows",
+      rank, seconds, peer, what);
+}
+
+}  // namespace
+
+struct MpiTransport::Posted {
+  MPI_Request request = MPI_REQUEST_NULL;
+  int peer = -1;
+  std::vector<int32_t> ids;
+};
+
+MpiTransport::MpiTransport(double timeout_seconds) : timeout_s_(timeout_seconds) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  STRATA_CHECK(!initialized, "MPI initialized twice");
+  int provided = 0;
+  // FUNNELED: only the main thread calls MPI; OpenMP threads only compute.
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
+  MPI_Comm_size(local, &local_size_);
+  MPI_Comm_free(&local);
+}
+
+MpiTransport::~MpiTransport() {
+  try {
+    flush();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    abort(1);
+  }
+  MPI_Finalize();
+}
+
+void MpiTransport::wait(void* request, int peer, const char* what) {
+  auto* req = static_cast<MPI_Request*>(request);
+  const auto deadline = deadline_after(timeout_s_);
+  int polls = 0;
+  for (;;) {
+    int done = 0;
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (Clock::now() > deadline) timed_out(rank_, peer, what, timeout_s_);
+    backoff(polls);
+  }
+}
+
+std::vector<char> MpiTransport::receive_bytes(int peer, int tag, const char* what) {
+  reap_posted();
+  const auto deadline = deadline_after(timeout_s_);
+  int polls = 0;
+  MPI_Message message;
+  MPI_Status status;
+  for (;;) {
+    int found = 0;
+    MPI_Improbe(peer, tag, MPI_COMM_WORLD, &found, &message, &status);
+    if (found) break;
+    if (Clock::now() > deadline) timed_out(rank_, peer, what, timeout_s_);
+    backoff(polls);
+  }
+  int bytes = 0;
+  MPI_Get_count(&status, MPI_BYTE, &bytes);
+  std::vector<char> buffer(bytes);
+  MPI_Request request;
+  MPI_Imrecv(buffer.data(), bytes, MPI_BYTE, &message, &request);
+  wait(&request, peer, what);
+  return buffer;
+}
+
+// A tensor travels as one message: [ndim, dims..., data] (int64 header, f32 data).
+void MpiTransport::send_tensor(int peer, const Tensor& tensor) {
+  reap_posted();
+  const auto& shape = tensor.shape();
+  const size_t header = sizeof(int64_t) * (1 + shape.size());
+  const size_t data = sizeof(float) * static_cast<size_t>(tensor.numel());
+  std::vector<char> buffer(header + data);
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  std::memcpy(buffer.data(), &ndim, sizeof(int64_t));
+  std::memcpy(buffer.data() + sizeof(int64_t), shape.data(), sizeof(int64_t) * shape.size());
+  if (data) std::memcpy(buffer.data() + header, tensor.data(), data);
+  STRATA_CHECK(buffer.size() < (size_t{1} << 31), "tensor {} is too large for one MPI message",
+               tensor.shape_str());
+  MPI_Request request;
+  MPI_Issend(buffer.data(), static_cast<int>(buffer.size()), MPI_BYTE, peer, kTagTensor,
+             MPI_COMM_WORLD, &request);
+  wait(&request, peer, "handing over a tensor");
+}
+
+Tensor MpiTransport::recv_tensor(int peer) {
+  const std::vector<char> buffer = receive_bytes(peer, kTagTensor, "waiting for a tensor");
+  int64_t ndim = 0;
+  STRATA_CHECK(buffer.size() >= sizeof(int64_t), "tensor message of {} bytes", buffer.size());
+  std::memcpy(&ndim, buffer.data(), sizeof(int64_t));
+  const size_t header = sizeof(int64_t) * (1 + ndim);
+  STRATA_CHECK(ndim >= 0 && ndim <= 8 && buffer.size() >= header, "tensor message with {} dims",
+               ndim);
+  std::vector<int64_t> shape(ndim);
+  std::memcpy(shape.data(), buffer.data() + sizeof(int64_t), sizeof(int64_t) * ndim);
+  Tensor out(shape);
+  STRATA_CHECK(buffer.size() == header + sizeof(float) * out.numel(),
+               "tensor {} in a message of {} bytes", out.shape_str(), buffer.size());
+  if (out.numel()) std::memcpy(out.data(), buffer.data() + header, sizeof(float) * out.numel());
+  return out;
+}
+
+void MpiTransport::post_ids(int peer, std::vector<int32_t> ids) {
+  reap_posted();
+  auto posted = std::make_unique<Posted>();
+  posted->peer = peer;
+  posted->ids = std::move(ids);
+  MPI_Isend(posted->ids.data(), static_cast<int>(posted->ids.size()), MPI_INT32_T, peer, kTagIds,
+            MPI_COMM_WORLD, &posted->request);
+  posted_.push_back(std::move(posted));
+}
+
+std::vector<int32_t> MpiTransport::recv_ids(int peer) {
+  const std::vector<char> buffer = receive_bytes(peer, kTagIds, "waiting for token ids");
+  std::vector<int32_t> ids(buffer.size() / sizeof(int32_t));
+  if (!ids.empty()) std::memcpy(ids.data(), buffer.data(), buffer.size());
+  return ids;
+}
+
+// Frees the posted messages that have been delivered (in order; a later one may wait).
+void MpiTransport::reap_posted() {
+  while (!posted_.empty()) {
+    int done = 0;
+    MPI_Test(&posted_.front()->request, &done, MPI_STATUS_IGNORE);
+    if (!done) return;
+    posted_.pop_front();
+  }
+}
+
+void MpiTransport::barrier() {
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  wait(&request, -1, "a barrier every process must reach");
+}
+
+void MpiTransport::flush() {
+  while (!posted_.empty()) {
+    wait(&posted_.front()->request, posted_.front()->peer, "delivering token ids");
+    posted_.pop_front();
+  }
+}
+
+void MpiTransport::abort(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; this keeps [[noreturn]] honest
+}
+
+}  // namespace strata

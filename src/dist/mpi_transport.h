@@ -1,0 +1,49 @@
+#pragma once
+// The MPI transport (OpenMPI on CPU): one rank per process of the job started by mpirun
+// (see launch.h). Waits are MPI_Test / MPI_Improbe polls against a deadline, so a dead or
+// hung peer turns into an Error after `timeout` seconds instead of a blocked process; the
+// caller then calls abort(), and mpirun ends every process of the job.
+#include <deque>
+#include <memory>
+
+#include "dist/transport.h"
+
+namespace strata {
+
+class MpiTransport : public Transport {
+ public:
+  // Joins the MPI job (MPI_Init_thread). One per process.
+  explicit MpiTransport(double timeout_seconds);
+  ~MpiTransport() override;  // delivers what is posted, then MPI_Finalize
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
+
+  std::string name() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  // Processes of this job on this machine (they share its cores).
+  int local_size() const { return local_size_; }
+
+  void send_tensor(int peer, const Tensor& tensor) override;
+  Tensor recv_tensor(int peer) override;
+  void post_ids(int peer, std::vector<int32_t> ids) override;
+  std::vector<int32_t> recv_ids(int peer) override;
+  void barrier() override;
+  void flush() override;
+  [[noreturn]] void abort(int code) override;
+  void set_timeout(double seconds) override { timeout_s_ = seconds; }
+  double timeout() const override { return timeout_s_; }
+
+ private:
+  struct Posted;
+  // Polls `request` until it completes; Error after the timeout. `what` names the wait.
+  void wait(void* request, int peer, const char* what);
+  std::vector<char> receive_bytes(int peer, int tag, const char* what);
+  void reap_posted();
+
+  double timeout_s_;
+  int rank_ = 0, size_ = 1, local_size_ = 1;
+  std::deque<std::unique_ptr<Posted>> posted_;  // ids not yet delivered (buffers kept alive)
+};
+
+}  // namespace strata
