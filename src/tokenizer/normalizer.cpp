@@ -1,0 +1,161 @@
+#include "tokenizer/normalizer.h"
+
+#include <utf8proc.h>
+
+#include <vector>
+
+#include "core/error.h"
+#include "tokenizer/regex.h"
+#include "tokenizer/unicode.h"
+
+namespace strata::tok {
+
+namespace {
+
+using nlohmann::json;
+
+class UnicodeNormalizer : public Normalizer {
+ public:
+  UnicodeNormalizer(std::string name, int options) : name_(std::move(name)), options_(options) {}
+  void normalize(std::string& text) const override {
+    if (text.empty()) return;
+    utf8proc_uint8_t* result = nullptr;
+    const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                static_cast<utf8proc_ssize_t>(text.size()), &result,
+                                static_cast<utf8proc_option_t>(options_));
+    if (n < 0) fail("{} normalization failed: {}", name_, utf8proc_errmsg(n));
+    text.assign(reinterpret_cast<char*>(result), static_cast<size_t>(n));
+    std::free(result);
+  }
+
+ private:
+  std::string name_;
+  int options_;
+};
+
+class Lowercase : public Normalizer {
+ public:
+  void normalize(std::string& text) const override {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t pos = 0; pos < text.size();) {
+      int len;
+      const char32_t cp = utf8_decode(text, pos, len);
+      pos += len;
+      utf8_append(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
+    }
+    text = std::move(out);
+  }
+};
+
+class Strip : public Normalizer {
+ public:
+  Strip(bool left, bool right) : left_(left), right_(right) {}
+  void normalize(std::string& text) const override {
+    size_t begin = 0, end = text.size();
+    int len;
+    while (left_ && begin < end && is_unicode_whitespace(utf8_decode(text, begin, len))) begin += len;
+    while (right_ && end > begin) {
+      size_t p = end - 1;
+      while (p > begin && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
+      if (!is_unicode_whitespace(utf8_decode(text, p, len))) break;
+      end = p;
+    }
+    text = text.substr(begin, end - begin);
+  }
+
+ private:
+  bool left_, right_;
+};
+
+// Hugging Face prepends only to non-empty strings.
+class Prepend : public Normalizer {
+ public:
+  explicit Prepend(std::string prefix) : prefix_(std::move(prefix)) {}
+  void normalize(std::string& text) const override {
+    if (!text.empty()) text.insert(0, prefix_);
+  }
+
+ private:
+  std::string prefix_;
+};
+
+class Replace : public Normalizer {
+ public:
+  Replace(const json& pattern, std::string content, const std::string& what)
+      : content_(std::move(content)) {
+    if (pattern.contains("String")) {
+      literal_ = pattern["String"].get<std::string>();
+      if (literal_.empty()) fail("{}: Replace with an empty String pattern", what);
+    } else if (pattern.contains("Regex")) {
+      regex_ = std::make_unique<Regex>(pattern["Regex"].get<std::string>(), what);
+    } else {
+      fail("{}: Replace pattern must be {{\"String\": ...}} or {{\"Regex\": ...}}", what);
+    }
+  }
+  void normalize(std::string& text) const override {
+    std::vector<std::pair<size_t, size_t>> spans;
+    if (regex_) {
+      regex_->find_all(text, spans);
+    } else {
+      for (size_t p = text.find(literal_); p != std::string::npos; p = text.find(literal_, p + literal_.size()))
+        spans.emplace_back(p, p + literal_.size());
+    }
+    if (spans.empty()) return;
+    std::string out;
+    size_t last = 0;
+    for (auto [b, e] : spans) {
+      out.append(text, last, b - last);
+      out += content_;
+      last = e;
+    }
+    out.append(text, last, std::string::npos);
+    text = std::move(out);
+  }
+
+ private:
+  std::string literal_;
+  std::unique_ptr<Regex> regex_;
+  std::string content_;
+};
+
+class Sequence : public Normalizer {
+ public:
+  explicit Sequence(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
+  void normalize(std::string& text) const override {
+    for (const auto& p : parts_) p->normalize(text);
+  }
+
+ private:
+  std::vector<std::unique_ptr<Normalizer>> parts_;
+};
+
+}  // namespace
+
+std::unique_ptr<Normalizer> make_normalizer(const json& spec) {
+  if (spec.is_null()) return nullptr;
+  const std::string type = spec.value("type", "");
+  const std::string what = "tokenizer.json normalizer " + type;
+  if (type == "NFC") return std::make_unique<UnicodeNormalizer>(type, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+  if (type == "NFD") return std::make_unique<UnicodeNormalizer>(type, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE);
+  if (type == "NFKC")
+    return std::make_unique<UnicodeNormalizer>(type, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
+  if (type == "NFKD")
+    return std::make_unique<UnicodeNormalizer>(type, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
+  if (type == "Lowercase") return std::make_unique<Lowercase>();
+  if (type == "Strip") return std::make_unique<Strip>(spec.value("strip_left", true), spec.value("strip_right", true));
+  if (type == "Prepend") return std::make_unique<Prepend>(spec.at("prepend").get<std::string>());
+  if (type == "Replace")
+    return std::make_unique<Replace>(spec.at("pattern"), spec.at("content").get<std::string>(), what);
+  if (type == "Sequence") {
+    std::vector<std::unique_ptr<Normalizer>> parts;
+    for (const auto& p : spec.at("normalizers"))
+      if (auto n = make_normalizer(p)) parts.push_back(std::move(n));
+    return std::make_unique<Sequence>(std::move(parts));
+  }
+  fail("{} is not supported (strata supports NFC, NFD, NFKC, NFKD, Lowercase, Strip, Prepend, "
+       "Replace, Sequence)",
+       what.empty() ? "normalizer without a type" : what);
+}
+
+}  // namespace strata::tok
