@@ -20,13 +20,16 @@ TEST_P(ChatTemplateGolden, MatchesReference) {
   const json reference = fixture_json(GetParam(), "chat_reference.json");
   ASSERT_GE(reference.at("cases").size(), 4u);
   for (const json& c : reference.at("cases")) {
-    const std::string text = chat.render(c.at("messages"), c.at("add_generation_prompt").get<bool>());
+    const std::string text =
+        chat.render(c.at("messages"), c.at("add_generation_prompt").get<bool>());
     EXPECT_EQ(text, c.at("text").get<std::string>()) << c.at("messages").dump();
-    EXPECT_EQ(tokenizer.encode(text, false), c.at("ids").get<std::vector<int>>()) << json(text).dump();
+    EXPECT_EQ(tokenizer.encode(text, false), c.at("ids").get<std::vector<int>>())
+        << json(text).dump();
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(TemplatedFixtures, ChatTemplateGolden, ::testing::Values("qwen3", "llama3", "deepseek_v3"));
+INSTANTIATE_TEST_SUITE_P(TemplatedFixtures, ChatTemplateGolden,
+                         ::testing::Values("qwen3", "llama3", "deepseek_v3"));
 
 TEST(ChatTemplateLoad, MissingTemplateIsAClearError) {
   try {

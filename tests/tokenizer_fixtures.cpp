@@ -13,7 +13,8 @@ const tok::Tokenizer& fixture_tokenizer(const std::string& name) {
   static std::map<std::string, std::unique_ptr<tok::Tokenizer>> loaded;
   std::lock_guard<std::mutex> lock(mutex);
   auto& slot = loaded[name];
-  if (!slot) slot = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(tokenizer_fixture_dir(name)));
+  if (!slot)
+    slot = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(tokenizer_fixture_dir(name)));
   return *slot;
 }
 

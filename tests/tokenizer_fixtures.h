@@ -10,8 +10,8 @@
 
 namespace strata::test {
 
-inline const std::vector<std::string> kTokenizerFixtures = {"qwen3", "llama3", "deepseek_v3", "gptoss",
-                                                            "llama2"};
+inline const std::vector<std::string> kTokenizerFixtures = {"qwen3", "llama3", "deepseek_v3",
+                                                            "gptoss", "llama2"};
 
 inline std::string tokenizer_fixture_dir(const std::string& name) {
   return std::string(STRATA_TOKENIZER_DATA) + "/" + name;

@@ -35,12 +35,14 @@ std::string stream_all(const tok::Tokenizer& t, const std::vector<int>& ids, boo
 // combining marks, CJK, emoji with joiners, digits.
 std::string random_text(std::mt19937& rng) {
   static const std::vector<std::pair<char32_t, char32_t>> kRanges = {
-      {0x20, 0x7E}, {0x20, 0x20}, {0x09, 0x0D}, {0xA0, 0xFF}, {0x300, 0x36F}, {0x400, 0x4FF},
-      {0x4E00, 0x4E50}, {0x3040, 0x30FF}, {0x1F600, 0x1F64F}, {0x200B, 0x200D}, {0x30, 0x39}, {0xAC00, 0xAC50}};
+      {0x20, 0x7E},       {0x20, 0x20},     {0x09, 0x0D},     {0xA0, 0xFF},
+      {0x300, 0x36F},     {0x400, 0x4FF},   {0x4E00, 0x4E50}, {0x3040, 0x30FF},
+      {0x1F600, 0x1F64F}, {0x200B, 0x200D}, {0x30, 0x39},     {0xAC00, 0xAC50}};
   std::string s;
   const int n = std::uniform_int_distribution<int>(0, 40)(rng);
   for (int i = 0; i < n; ++i) {
-    const auto& [lo, hi] = kRanges[std::uniform_int_distribution<size_t>(0, kRanges.size() - 1)(rng)];
+    const auto& [lo, hi] =
+        kRanges[std::uniform_int_distribution<size_t>(0, kRanges.size() - 1)(rng)];
     tok::utf8_append(s, std::uniform_int_distribution<char32_t>(lo, hi)(rng));
   }
   return s;
@@ -49,7 +51,8 @@ std::string random_text(std::mt19937& rng) {
 std::string random_bytes(std::mt19937& rng) {
   std::string s;
   const int n = std::uniform_int_distribution<int>(0, 24)(rng);
-  for (int i = 0; i < n; ++i) s += static_cast<char>(std::uniform_int_distribution<int>(0, 255)(rng));
+  for (int i = 0; i < n; ++i)
+    s += static_cast<char>(std::uniform_int_distribution<int>(0, 255)(rng));
   return s;
 }
 
@@ -65,7 +68,8 @@ TEST_P(TokenizerStreamFuzz, StreamOfReferenceTextEqualsDecode) {
   const tok::Tokenizer& t = fixture_tokenizer(GetParam());
   for (const json& c : fixture_json(GetParam(), "reference.json").at("cases")) {
     const auto ids = c.at("ids_with_special").get<std::vector<int>>();
-    for (bool skip : {false, true}) EXPECT_EQ(stream_all(t, ids, skip), t.decode(ids, skip)) << c.at("text").dump();
+    for (bool skip : {false, true})
+      EXPECT_EQ(stream_all(t, ids, skip), t.decode(ids, skip)) << c.at("text").dump();
   }
 }
 
@@ -80,9 +84,12 @@ TEST_P(TokenizerStreamFuzz, StreamOfRandomIdsEqualsDecode) {
     while (static_cast<int>(ids.size()) < n) {
       int id;
       const int pick = std::uniform_int_distribution<int>(0, 9)(rng);
-      if (pick == 0 && !specials.empty()) id = specials[rng() % specials.size()];
-      else if (pick < 4) id = std::uniform_int_distribution<int>(0, 600)(rng);  // bytes and byte pieces
-      else id = std::uniform_int_distribution<int>(0, t.vocab_size() - 1)(rng);
+      if (pick == 0 && !specials.empty())
+        id = specials[rng() % specials.size()];
+      else if (pick < 4)
+        id = std::uniform_int_distribution<int>(0, 600)(rng);  // bytes and byte pieces
+      else
+        id = std::uniform_int_distribution<int>(0, t.vocab_size() - 1)(rng);
       if (t.id_to_token(id)) ids.push_back(id);
     }
     const bool skip = trial % 2 == 1;

@@ -92,7 +92,8 @@ int run(const TokenizeFlags& f) {
     } catch (const nlohmann::json::exception& e) {
       fail("{} line {}: not JSON ({}); each line must be one JSON string", f.jsonl, n, e.what());
     }
-    if (!j.is_string()) fail("{} line {}: expected a JSON string, got {}", f.jsonl, n, j.type_name());
+    if (!j.is_string())
+      fail("{} line {}: expected a JSON string, got {}", f.jsonl, n, j.type_name());
     print_result(t, j.get<std::string>(), f);
   }
   return 0;
@@ -102,15 +103,24 @@ int run(const TokenizeFlags& f) {
 
 void add_tokenize_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<TokenizeFlags>();
-  CLI::App* cmd = app.add_subcommand("tokenize", "encode text with a Hugging Face tokenizer and decode it back");
-  cmd->add_option("--tokenizer", flags->tokenizer, "tokenizer.json or a directory holding it")->required();
-  cmd->add_option("--text", flags->text, "the text to encode")->each([flags](const std::string&) { flags->has_text = true; });
-  cmd->add_option("--jsonl", flags->jsonl, "a file with one JSON string per line; one output line per input");
-  cmd->add_option("--bench", flags->bench, "measure single-thread encode throughput (MB/s) on this text file");
+  CLI::App* cmd = app.add_subcommand(
+      "tokenize", "encode text with a Hugging Face tokenizer and decode it back");
+  cmd->add_option("--tokenizer", flags->tokenizer, "tokenizer.json or a directory holding it")
+      ->required();
+  cmd->add_option("--text", flags->text, "the text to encode")->each([flags](const std::string&) {
+    flags->has_text = true;
+  });
+  cmd->add_option("--jsonl", flags->jsonl,
+                  "a file with one JSON string per line; one output line per input");
+  cmd->add_option("--bench", flags->bench,
+                  "measure single-thread encode throughput (MB/s) on this text file");
   cmd->add_option("--bench-seconds", flags->bench_seconds, "with --bench: how long to measure");
-  cmd->add_flag("--json", flags->json, "print {\"ids\": [...], \"text\": \"...\"} per input (text = the ids decoded)");
-  cmd->add_flag("--add-special-tokens", flags->add_special_tokens, "add the post-processor's tokens (e.g. BOS)");
-  cmd->add_flag("--skip-special-tokens", flags->skip_special_tokens, "leave special tokens out of the decoded text");
+  cmd->add_flag("--json", flags->json,
+                "print {\"ids\": [...], \"text\": \"...\"} per input (text = the ids decoded)");
+  cmd->add_flag("--add-special-tokens", flags->add_special_tokens,
+                "add the post-processor's tokens (e.g. BOS)");
+  cmd->add_flag("--skip-special-tokens", flags->skip_special_tokens,
+                "leave special tokens out of the decoded text");
   cmd->callback([flags, &exit_code]() { exit_code = run_command([&] { return run(*flags); }); });
 }
 

@@ -55,7 +55,8 @@ AddedVocabulary::AddedVocabulary(const json& added_tokens, const Normalizer* nor
     token.rstrip = t.value("rstrip", false);
     token.normalized = t.value("normalized", !token.special);
     token.single_word = t.value("single_word", false);
-    if (token.content.empty()) fail("tokenizer.json added_tokens: token {} has empty content", token.id);
+    if (token.content.empty())
+      fail("tokenizer.json added_tokens: token {} has empty content", token.id);
     std::string key = token.content;
     if (token.normalized && normalizer) normalizer->normalize(key);
     const int index = static_cast<int>(tokens_.size());
@@ -95,7 +96,8 @@ char32_t last_char(std::string_view text, size_t end) {
 
 }  // namespace
 
-void AddedVocabulary::split(std::string_view text, bool normalized, std::vector<Segment>& out) const {
+void AddedVocabulary::split(std::string_view text, bool normalized,
+                            std::vector<Segment>& out) const {
   const Trie& trie = normalized ? normalized_ : raw_;
   size_t last_stop = 0;
   size_t pos = 0;
@@ -122,7 +124,8 @@ void AddedVocabulary::split(std::string_view text, bool normalized, std::vector<
     if (token.lstrip) {
       // Whitespace just before the token belongs to it, unless an earlier match took it.
       size_t s = start;
-      while (s > last_stop && is_unicode_whitespace(last_char(text, s))) s = char_start_before(text, s);
+      while (s > last_stop && is_unicode_whitespace(last_char(text, s)))
+        s = char_start_before(text, s);
       start = s;
     }
     if (token.rstrip) {

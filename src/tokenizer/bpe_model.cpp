@@ -22,8 +22,8 @@ std::pair<std::string, std::string> parse_merge(const json& entry, size_t index)
     if (space != std::string::npos && s.find(' ', space + 1) == std::string::npos)
       return {s.substr(0, space), s.substr(space + 1)};
   }
-  fail("tokenizer.json model.merges[{}] is {}; expected \"left right\" or [\"left\", \"right\"]", index,
-       entry.dump());
+  fail("tokenizer.json model.merges[{}] is {}; expected \"left right\" or [\"left\", \"right\"]",
+       index, entry.dump());
 }
 
 }  // namespace
@@ -31,10 +31,13 @@ std::pair<std::string, std::string> parse_merge(const json& entry, size_t index)
 BpeModel::BpeModel(const json& spec, bool byte_level) : byte_level_(byte_level) {
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (spec.contains(key) && spec[key].is_string() && !spec[key].get<std::string>().empty())
-      fail("tokenizer.json model.{} = '{}' is not supported by strata's BPE", key, spec[key].get<std::string>());
+      fail("tokenizer.json model.{} = '{}' is not supported by strata's BPE", key,
+           spec[key].get<std::string>());
   }
   if (spec.contains("dropout") && spec["dropout"].is_number() && spec["dropout"].get<double>() > 0)
-    fail("tokenizer.json model.dropout > 0 (BPE dropout) is not supported: it makes encoding random");
+    fail(
+        "tokenizer.json model.dropout > 0 (BPE dropout) is not supported: it makes encoding "
+        "random");
   byte_fallback_ = spec.value("byte_fallback", false);
   fuse_unk_ = spec.value("fuse_unk", false);
   ignore_merges_ = spec.value("ignore_merges", false);
@@ -42,7 +45,8 @@ BpeModel::BpeModel(const json& spec, bool byte_level) : byte_level_(byte_level) 
   const json& vocab = spec.at("vocab");
   if (!vocab.is_object()) fail("tokenizer.json model.vocab must be an object of token -> id");
   int max_id = -1;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) max_id = std::max(max_id, it.value().get<int>());
+  for (auto it = vocab.begin(); it != vocab.end(); ++it)
+    max_id = std::max(max_id, it.value().get<int>());
   id_to_token_.resize(max_id + 1);
   has_id_.assign(max_id + 1, false);
   std::string raw;
@@ -55,20 +59,24 @@ BpeModel::BpeModel(const json& spec, bool byte_level) : byte_level_(byte_level) 
     spelled_.emplace(it.key(), id);
     // A byte-level token outside GPT-2's alphabet can never be produced from bytes; it stays
     // decodable but is not matchable.
-    if (!byte_level_) vocab_.emplace(it.key(), id);
-    else if (alphabet.to_bytes(it.key(), raw)) vocab_.emplace(raw, id);
+    if (!byte_level_)
+      vocab_.emplace(it.key(), id);
+    else if (alphabet.to_bytes(it.key(), raw))
+      vocab_.emplace(raw, id);
   }
 
   byte_token_.fill(-1);
   fallback_token_.fill(-1);
   for (int b = 0; b < 256; ++b) {
     if (auto id = lookup(std::string(1, static_cast<char>(b)))) byte_token_[b] = *id;
-    if (auto it = spelled_.find(fmt::format("<0x{:02X}>", b)); it != spelled_.end()) fallback_token_[b] = it->second;
+    if (auto it = spelled_.find(fmt::format("<0x{:02X}>", b)); it != spelled_.end())
+      fallback_token_[b] = it->second;
   }
   if (spec.contains("unk_token") && spec["unk_token"].is_string()) {
     const std::string unk = spec["unk_token"].get<std::string>();
     auto it = spelled_.find(unk);
-    if (it == spelled_.end()) fail("tokenizer.json model.unk_token '{}' is not in the vocabulary", unk);
+    if (it == spelled_.end())
+      fail("tokenizer.json model.unk_token '{}' is not in the vocabulary", unk);
     unk_id_ = it->second;
   }
 
@@ -78,8 +86,8 @@ BpeModel::BpeModel(const json& spec, bool byte_level) : byte_level_(byte_level) 
     const auto [left, right] = parse_merge(merges[rank], rank);
     const auto l = spelled_.find(left), r = spelled_.find(right), m = spelled_.find(left + right);
     if (l == spelled_.end() || r == spelled_.end() || m == spelled_.end())
-      fail("tokenizer.json model.merges[{}] ('{}' '{}') uses a token missing from the vocabulary", rank, left,
-           right);
+      fail("tokenizer.json model.merges[{}] ('{}' '{}') uses a token missing from the vocabulary",
+           rank, left, right);
     merges_.emplace(pair_key(l->second, r->second), Merge{static_cast<int>(rank), m->second});
   }
 }
@@ -105,9 +113,10 @@ void BpeModel::initial_symbols(std::string_view piece, std::vector<int>& symbols
   bool last_was_unk = false;
   auto push_unk = [&](std::string_view what) {
     if (unk_id_ < 0)
-      throw RequestError(fmt::format("the tokenizer cannot encode '{}': it is not in the vocabulary and the "
-                                     "model has neither byte fallback nor an unknown token",
-                                     what));
+      throw RequestError(
+          fmt::format("the tokenizer cannot encode '{}': it is not in the vocabulary and the "
+                      "model has neither byte fallback nor an unknown token",
+                      what));
     if (!(fuse_unk_ && last_was_unk)) symbols.push_back(unk_id_);
     last_was_unk = true;
   };
@@ -158,7 +167,9 @@ void BpeModel::merge_symbols(std::vector<int>& symbols) const {
   for (int i = 0; i < n; ++i) nodes[i] = {symbols[i], i - 1, i + 1 < n ? i + 1 : -1, true};
   struct Candidate {
     int rank, pos, merged;
-    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
+    }
   };
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
   auto consider = [&](int pos) {
@@ -175,7 +186,8 @@ void BpeModel::merge_symbols(std::vector<int>& symbols) const {
     if (!left.alive || left.next < 0) continue;
     // Stale if either side changed since the candidate was queued.
     auto it = merges_.find(pair_key(left.id, nodes[left.next].id));
-    if (it == merges_.end() || it->second.rank != top.rank || it->second.merged != top.merged) continue;
+    if (it == merges_.end() || it->second.rank != top.rank || it->second.merged != top.merged)
+      continue;
     Node& right = nodes[left.next];
     left.id = top.merged;
     right.alive = false;

@@ -37,7 +37,8 @@ class BpeModel {
   std::optional<int> lookup(std::string_view key) const;
 
   static uint64_t pair_key(int left, int right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
   }
 
   bool byte_level_;
@@ -45,7 +46,8 @@ class BpeModel {
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;
   int unk_id_ = -1;
-  std::unordered_map<std::string, int> vocab_;  // spelled as the model matches (raw bytes if byte-level)
+  std::unordered_map<std::string, int>
+      vocab_;  // spelled as the model matches (raw bytes if byte-level)
   std::unordered_map<std::string, int> spelled_;  // spelled as in tokenizer.json
   std::vector<std::string> id_to_token_;
   std::vector<bool> has_id_;
@@ -54,7 +56,7 @@ class BpeModel {
     int merged;
   };
   std::unordered_map<uint64_t, Merge> merges_;
-  std::array<int, 256> byte_token_{};     // byte-level: the single-byte token, or -1
+  std::array<int, 256> byte_token_{};      // byte-level: the single-byte token, or -1
   std::array<int, 256> fallback_token_{};  // <0xNN>, or -1
 
   // Pieces repeat a lot in real text; their ids are cached (bounded, cleared when full).

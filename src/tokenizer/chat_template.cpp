@@ -23,7 +23,8 @@ std::string read_text(const std::filesystem::path& path) {
 // A special token in tokenizer_config.json: a string or an AddedToken object.
 std::optional<std::string> token_text(const json& v) {
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
   return std::nullopt;
 }
 
@@ -48,23 +49,29 @@ ChatTemplate ChatTemplate::load(const std::string& dir) {
     // Named templates: [{"name": "default", "template": "..."}, ...].
     for (const json& named : t)
       if (named.value("name", "") == "default") source = named.value("template", "");
-    if (source.empty()) fail("{}: chat_template lists named templates but none is called 'default'", config_path.string());
+    if (source.empty())
+      fail("{}: chat_template lists named templates but none is called 'default'",
+           config_path.string());
   } else if (fs::exists(fs::path(dir) / "chat_template.jinja")) {
     source = read_text(fs::path(dir) / "chat_template.jinja");
   } else {
-    fail("{} has no chat template (no chat_template in tokenizer_config.json, no chat_template.jinja); "
-         "use a chat model or give a plain prompt",
-         dir);
+    fail(
+        "{} has no chat template (no chat_template in tokenizer_config.json, no "
+        "chat_template.jinja); "
+        "use a chat model or give a plain prompt",
+        dir);
   }
   return ChatTemplate(source, config);
 }
 
 ChatTemplate::ChatTemplate(const std::string& source, const json& config) : template_(source) {
-  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                           "cls_token", "mask_token"}) {
     if (!config.contains(name)) continue;
     if (auto text = token_text(config[name])) special_tokens_.set(name, *text);
   }
-  if (config.contains("additional_special_tokens") && config["additional_special_tokens"].is_array()) {
+  if (config.contains("additional_special_tokens") &&
+      config["additional_special_tokens"].is_array()) {
     jinja::List list;
     for (const json& t : config["additional_special_tokens"])
       if (auto text = token_text(t)) list.emplace_back(*text);
@@ -72,14 +79,17 @@ ChatTemplate::ChatTemplate(const std::string& source, const json& config) : temp
   }
 }
 
-std::string ChatTemplate::render(const json& messages, bool add_generation_prompt, const json& extra) const {
-  if (!messages.is_array()) fail("chat messages must be a JSON array of {{\"role\", \"content\"}} objects");
+std::string ChatTemplate::render(const json& messages, bool add_generation_prompt,
+                                 const json& extra) const {
+  if (!messages.is_array())
+    fail("chat messages must be a JSON array of {{\"role\", \"content\"}} objects");
   jinja::Dict vars = special_tokens_;
   vars.set("messages", jinja::Value::from_json(messages));
   vars.set("add_generation_prompt", add_generation_prompt);
   vars.set("tools", jinja::Value::none());
   vars.set("documents", jinja::Value::none());
-  for (auto it = extra.begin(); it != extra.end(); ++it) vars.set(it.key(), jinja::Value::from_json(it.value()));
+  for (auto it = extra.begin(); it != extra.end(); ++it)
+    vars.set(it.key(), jinja::Value::from_json(it.value()));
   return template_.render(vars);
 }
 

@@ -8,7 +8,9 @@ namespace strata::tok {
 
 namespace {
 
-bool ends_with_replacement(const std::string& s) { return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0; }
+bool ends_with_replacement(const std::string& s) {
+  return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+}
 
 }  // namespace
 
@@ -22,7 +24,8 @@ std::string DecodeStream::emit_from(const std::string& text) {
   std::string out = text.substr(prefix_text_.size());
   prefix_ = read_;
   read_ = ids_.size();
-  prefix_text_ = tokenizer_.decode(std::span<const int>(ids_).subspan(prefix_, read_ - prefix_), skip_special_tokens_);
+  prefix_text_ = tokenizer_.decode(std::span<const int>(ids_).subspan(prefix_, read_ - prefix_),
+                                   skip_special_tokens_);
   return out;
 }
 
@@ -33,7 +36,8 @@ std::string DecodeStream::step(int id) {
   ids_.push_back(id);
   // Hold at byte-fallback tokens and at special tokens being skipped (which vanish, so the
   // bytes on both sides can still join one run).
-  if (tokenizer_.is_byte_fallback(id) || (skip_special_tokens_ && tokenizer_.is_special(id))) return "";
+  if (tokenizer_.is_byte_fallback(id) || (skip_special_tokens_ && tokenizer_.is_special(id)))
+    return "";
   const std::string text =
       tokenizer_.decode(std::span<const int>(ids_).subspan(prefix_), skip_special_tokens_);
   if (text.size() <= prefix_text_.size() || ends_with_replacement(text)) return "";
@@ -42,7 +46,8 @@ std::string DecodeStream::step(int id) {
 
 std::string DecodeStream::finish() {
   if (read_ == ids_.size()) return "";
-  const std::string text = tokenizer_.decode(std::span<const int>(ids_).subspan(prefix_), skip_special_tokens_);
+  const std::string text =
+      tokenizer_.decode(std::span<const int>(ids_).subspan(prefix_), skip_special_tokens_);
   return emit_from(text);
 }
 

@@ -32,8 +32,8 @@ class DecodeStream {
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;
   std::vector<int> ids_;
-  size_t prefix_ = 0;  // window start
-  size_t read_ = 0;    // end of what has been emitted
+  size_t prefix_ = 0;        // window start
+  size_t read_ = 0;          // end of what has been emitted
   std::string prefix_text_;  // decode(ids_[prefix_, read_))
 };
 

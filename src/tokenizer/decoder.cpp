@@ -91,10 +91,14 @@ class ByteFallbackDecoder : public Decoder {
     for (int i = 3; i < 5; ++i) {
       const char c = t[i];
       int v;
-      if (c >= '0' && c <= '9') v = c - '0';
-      else if (c >= 'A' && c <= 'F') v = c - 'A' + 10;
-      else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
-      else return false;
+      if (c >= '0' && c <= '9')
+        v = c - '0';
+      else if (c >= 'A' && c <= 'F')
+        v = c - 'A' + 10;
+      else if (c >= 'a' && c <= 'f')
+        v = c - 'a' + 10;
+      else
+        return false;
       byte = byte * 16 + v;
     }
     return true;
@@ -135,7 +139,8 @@ class StripDecoder : public Decoder {
 
 class SequenceDecoder : public Decoder {
  public:
-  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts) : parts_(std::move(parts)) {}
+  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts)
+      : parts_(std::move(parts)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& p : parts_) p->decode_chain(tokens);
   }
@@ -153,13 +158,14 @@ std::unique_ptr<Decoder> make_decoder(const json& spec) {
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
   if (type == "Strip")
-    return std::make_unique<StripDecoder>(spec.at("content").get<std::string>(), spec.value("start", 0),
-                                          spec.value("stop", 0));
+    return std::make_unique<StripDecoder>(spec.at("content").get<std::string>(),
+                                          spec.value("start", 0), spec.value("stop", 0));
   if (type == "Replace") {
     const json& pattern = spec.at("pattern");
     if (!pattern.contains("String"))
       fail("tokenizer.json decoder Replace with a Regex pattern is not supported (only String)");
-    return std::make_unique<ReplaceDecoder>(pattern["String"].get<std::string>(), spec.at("content").get<std::string>());
+    return std::make_unique<ReplaceDecoder>(pattern["String"].get<std::string>(),
+                                            spec.at("content").get<std::string>());
   }
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Decoder>> parts;
@@ -167,9 +173,11 @@ std::unique_ptr<Decoder> make_decoder(const json& spec) {
       if (auto d = make_decoder(p)) parts.push_back(std::move(d));
     return std::make_unique<SequenceDecoder>(std::move(parts));
   }
-  fail("tokenizer.json decoder {} is not supported (strata supports ByteLevel, Replace, ByteFallback, "
-       "Fuse, Strip, Sequence)",
-       type.empty() ? "without a type" : type);
+  fail(
+      "tokenizer.json decoder {} is not supported (strata supports ByteLevel, Replace, "
+      "ByteFallback, "
+      "Fuse, Strip, Sequence)",
+      type.empty() ? "without a type" : type);
 }
 
 std::string run_decoder(const Decoder* decoder, std::vector<std::string> tokens) {

@@ -23,7 +23,8 @@ Value get_attribute(const Value& item, const std::string& path) {
   size_t start = 0;
   while (start <= path.size()) {
     const size_t dot = path.find('.', start);
-    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     const bool numeric = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
     v = get_item(v, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
     if (dot == std::string::npos) break;
@@ -36,12 +37,23 @@ std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -67,7 +79,8 @@ Value select_items(const Value& subject, std::vector<Value>& args, bool by_attri
 
 }  // namespace
 
-Value apply_filter(const std::string& name, const Value& subject, std::vector<Value>& args, Kwargs& kwargs) {
+Value apply_filter(const std::string& name, const Value& subject, std::vector<Value>& args,
+                   Kwargs& kwargs) {
   if (name == "length" || name == "count") return length_of(subject);
   if (name == "default" || name == "d") {
     const Value fallback = arg_or(args, kwargs, 0, "default_value", Value(""));
@@ -76,7 +89,8 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
   }
   if (subject.is_undefined() && name != "tojson" && name != "string" && name != "list")
     fail("filter '{}' applied to an undefined value", name);
-  if (name == "trim") return python_strip(subject.str(), arg_or(args, kwargs, 0, "chars", Value()), true, true);
+  if (name == "trim")
+    return python_strip(subject.str(), arg_or(args, kwargs, 0, "chars", Value()), true, true);
   if (name == "tojson") {
     const Value indent = arg_or(args, kwargs, 0, "indent", Value::none());
     return subject.to_json(indent.is_none() ? -1 : static_cast<int>(indent.as_int()));
@@ -117,7 +131,8 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
     std::string out;
     const List items = iterate(subject);
     for (size_t i = 0; i < items.size(); ++i)
-      out += (i ? sep : "") + (attribute.is_undefined() ? items[i] : get_attribute(items[i], attribute.str())).str();
+      out += (i ? sep : "") +
+             (attribute.is_undefined() ? items[i] : get_attribute(items[i], attribute.str())).str();
     return out;
   }
   if (name == "map") {
@@ -137,8 +152,10 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
     }
     return out;
   }
-  if (name == "selectattr" || name == "rejectattr") return select_items(subject, args, true, name == "selectattr");
-  if (name == "select" || name == "reject") return select_items(subject, args, false, name == "select");
+  if (name == "selectattr" || name == "rejectattr")
+    return select_items(subject, args, true, name == "selectattr");
+  if (name == "select" || name == "reject")
+    return select_items(subject, args, false, name == "select");
   if (name == "items") {
     if (!subject.is_dict()) fail("items filter expects a dict, got {}", subject.type_name());
     List out;
@@ -147,19 +164,23 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
   }
   if (name == "dictsort") {
     Value items = apply_filter("items", subject, args, kwargs);
-    std::stable_sort(items.as_list().begin(), items.as_list().end(),
-                     [](const Value& a, const Value& b) { return compare(a.as_list()[0], b.as_list()[0]) < 0; });
+    std::stable_sort(
+        items.as_list().begin(), items.as_list().end(),
+        [](const Value& a, const Value& b) { return compare(a.as_list()[0], b.as_list()[0]) < 0; });
     return items;
   }
   if (name == "sort" || name == "unique" || name == "min" || name == "max") {
     const Value attribute = kwargs.take("attribute");
     const bool reverse = kwargs.take("reverse").truthy();
-    auto key = [&](const Value& v) { return attribute.is_undefined() ? v : get_attribute(v, attribute.str()); };
+    auto key = [&](const Value& v) {
+      return attribute.is_undefined() ? v : get_attribute(v, attribute.str());
+    };
     List items = iterate(subject);
     if (name == "unique") {
       List out;
       for (const Value& v : items)
-        if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return key(o) == key(v); })) out.push_back(v);
+        if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return key(o) == key(v); }))
+          out.push_back(v);
       return out;
     }
     std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
@@ -174,9 +195,12 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
     const Value attribute = arg_or(args, kwargs, 0, "attribute", Value());
     for (const Value& v0 : iterate(subject)) {
       const Value v = attribute.is_undefined() ? v0 : get_attribute(v0, attribute.str());
-      if (!v.is_number() || !total.is_number()) fail("sum filter needs numbers, got {}", v.type_name());
-      if (v.kind() == Value::Kind::Int && total.kind() == Value::Kind::Int) total = total.as_int() + v.as_int();
-      else total = total.as_number() + v.as_number();
+      if (!v.is_number() || !total.is_number())
+        fail("sum filter needs numbers, got {}", v.type_name());
+      if (v.kind() == Value::Kind::Int && total.kind() == Value::Kind::Int)
+        total = total.as_int() + v.as_int();
+      else
+        total = total.as_number() + v.as_number();
     }
     return total;
   }
@@ -198,7 +222,8 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
     }
   }
   if (name == "abs") {
-    if (subject.kind() == Value::Kind::Int) return static_cast<int64_t>(std::llabs(subject.as_int()));
+    if (subject.kind() == Value::Kind::Int)
+      return static_cast<int64_t>(std::llabs(subject.as_int()));
     if (subject.is_number()) return std::fabs(subject.as_number());
     fail("abs filter needs a number, got {}", subject.type_name());
   }
@@ -211,7 +236,8 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
     const Value width = arg_or(args, kwargs, 0, "width", Value(int64_t{4}));
     const bool first = arg_or(args, kwargs, 1, "first", Value(false)).truthy();
     const bool blank = arg_or(args, kwargs, 2, "blank", Value(false)).truthy();
-    const std::string pad = width.is_string() ? width.as_string() : std::string(width.as_int(), ' ');
+    const std::string pad =
+        width.is_string() ? width.as_string() : std::string(width.as_int(), ' ');
     const List lines = python_split(subject.str(), Value("\n"), -1);
     std::string out;
     for (size_t i = 0; i < lines.size(); ++i) {
@@ -222,7 +248,8 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
     }
     return out;
   }
-  if (name == "wordcount") return static_cast<int64_t>(python_split(subject.str(), Value(), -1).size());
+  if (name == "wordcount")
+    return static_cast<int64_t>(python_split(subject.str(), Value(), -1).size());
   if (name == "attr") return get_item(subject, args.empty() ? Value() : args[0]);
   fail("unsupported filter '{}'", name);
 }
@@ -244,7 +271,8 @@ bool apply_test(const std::string& name, const Value& v, std::vector<Value>& arg
   if (name == "sequence") return v.is_list() || v.is_dict() || v.is_string();
   if (name == "callable") return v.kind() == Value::Kind::Function;
   if (name == "odd" || name == "even") {
-    if (v.kind() != Value::Kind::Int) fail("test '{}' needs an integer, got {}", name, v.type_name());
+    if (v.kind() != Value::Kind::Int)
+      fail("test '{}' needs an integer, got {}", name, v.type_name());
     return (((v.as_int() % 2) + 2) % 2 == 1) == (name == "odd");
   }
   if (name == "divisibleby") return a.as_int() != 0 && v.as_int() % a.as_int() == 0;
@@ -261,33 +289,38 @@ bool apply_test(const std::string& name, const Value& v, std::vector<Value>& arg
   }
   if (name == "lower" || name == "upper") {
     const std::string s = v.str();
-    return std::none_of(s.begin(), s.end(), [&](char c) { return name == "lower" ? std::isupper(static_cast<unsigned char>(c)) : std::islower(static_cast<unsigned char>(c)); });
+    return std::none_of(s.begin(), s.end(), [&](char c) {
+      return name == "lower" ? std::isupper(static_cast<unsigned char>(c))
+                             : std::islower(static_cast<unsigned char>(c));
+    });
   }
   fail("unsupported test '{}'", name);
 }
 
 void add_global_functions(Dict& globals) {
   globals.set("range", Value::function("range", [](std::vector<Value>& args, Kwargs&) -> Value {
-    if (args.empty() || args.size() > 3) fail("range() takes 1 to 3 integer arguments");
-    for (const Value& a : args)
-      if (a.kind() != Value::Kind::Int) fail("range() arguments must be integers, got {}", a.type_name());
-    const int64_t start = args.size() > 1 ? args[0].as_int() : 0;
-    const int64_t stop = args.size() > 1 ? args[1].as_int() : args[0].as_int();
-    const int64_t step = args.size() > 2 ? args[2].as_int() : 1;
-    if (step == 0) fail("range() step must not be zero");
-    List out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (out.size() > 1000000) fail("range() larger than a million items");
-      out.emplace_back(i);
-    }
-    return out;
-  }));
+                if (args.empty() || args.size() > 3) fail("range() takes 1 to 3 integer arguments");
+                for (const Value& a : args)
+                  if (a.kind() != Value::Kind::Int)
+                    fail("range() arguments must be integers, got {}", a.type_name());
+                const int64_t start = args.size() > 1 ? args[0].as_int() : 0;
+                const int64_t stop = args.size() > 1 ? args[1].as_int() : args[0].as_int();
+                const int64_t step = args.size() > 2 ? args[2].as_int() : 1;
+                if (step == 0) fail("range() step must not be zero");
+                List out;
+                for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+                  if (out.size() > 1000000) fail("range() larger than a million items");
+                  out.emplace_back(i);
+                }
+                return out;
+              }));
   auto make_dict = [](bool is_namespace) {
     return [is_namespace](std::vector<Value>& args, Kwargs& kwargs) -> Value {
       Dict d;
       d.is_namespace = is_namespace;
       for (const Value& a : args) {
-        if (!a.is_dict()) fail("{}() positional argument must be a dict", is_namespace ? "namespace" : "dict");
+        if (!a.is_dict())
+          fail("{}() positional argument must be a dict", is_namespace ? "namespace" : "dict");
         for (const auto& [k, v] : a.as_dict().items) d.set(k, v);
       }
       for (auto& [k, v] : kwargs.items) d.set(k, v);
@@ -297,18 +330,22 @@ void add_global_functions(Dict& globals) {
   };
   globals.set("namespace", Value::function("namespace", make_dict(true)));
   globals.set("dict", Value::function("dict", make_dict(false)));
-  globals.set("raise_exception", Value::function("raise_exception", [](std::vector<Value>& args, Kwargs&) -> Value {
-    fail("the template raised an exception: {}", args.empty() ? "" : args[0].str());
-  }));
-  globals.set("strftime_now", Value::function("strftime_now", [](std::vector<Value>& args, Kwargs&) -> Value {
-    if (args.empty() || !args[0].is_string()) fail("strftime_now() needs a format string");
-    const std::time_t now = std::time(nullptr);
-    std::tm local{};
-    localtime_r(&now, &local);
-    char buffer[256];
-    const size_t n = std::strftime(buffer, sizeof(buffer), args[0].as_string().c_str(), &local);
-    return std::string(buffer, n);
-  }));
+  globals.set("raise_exception",
+              Value::function("raise_exception", [](std::vector<Value>& args, Kwargs&) -> Value {
+                fail("the template raised an exception: {}", args.empty() ? "" : args[0].str());
+              }));
+  globals.set("strftime_now",
+              Value::function("strftime_now", [](std::vector<Value>& args, Kwargs&) -> Value {
+                if (args.empty() || !args[0].is_string())
+                  fail("strftime_now() needs a format string");
+                const std::time_t now = std::time(nullptr);
+                std::tm local{};
+                localtime_r(&now, &local);
+                char buffer[256];
+                const size_t n =
+                    std::strftime(buffer, sizeof(buffer), args[0].as_string().c_str(), &local);
+                return std::string(buffer, n);
+              }));
 }
 
 }  // namespace strata::jinja

@@ -12,12 +12,13 @@ namespace strata::jinja {
 // Applies filter `name` (e.g. `map`) to `subject`. `call_filter` lets filters that take a
 // filter name (map) recurse; `run_test` lets select/reject use tests.
 using TestRunner = std::function<bool(const std::string&, const Value&, std::vector<Value>&)>;
-Value apply_filter(const std::string& name, const Value& subject, std::vector<Value>& args, Kwargs& kwargs);
+Value apply_filter(const std::string& name, const Value& subject, std::vector<Value>& args,
+                   Kwargs& kwargs);
 bool apply_test(const std::string& name, const Value& subject, std::vector<Value>& args);
 
 // `object.name(args)` for str, list and dict methods; false if `object` has no such method.
-bool call_method(const Value& object, const std::string& name, std::vector<Value>& args, Kwargs& kwargs,
-                 Value& result);
+bool call_method(const Value& object, const std::string& name, std::vector<Value>& args,
+                 Kwargs& kwargs, Value& result);
 bool is_method_name(const Value& object, const std::string& name);
 
 // range, namespace, dict, raise_exception, strftime_now.

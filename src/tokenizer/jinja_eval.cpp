@@ -71,8 +71,12 @@ class Evaluator {
 
   void exec_node(const Node& node, std::string& out) {
     switch (node.kind) {
-      case Node::Kind::Text: out += node.text; return;
-      case Node::Kind::Output: out += eval(*node.expr).str(); return;
+      case Node::Kind::Text:
+        out += node.text;
+        return;
+      case Node::Kind::Output:
+        out += eval(*node.expr).str();
+        return;
       case Node::Kind::If:
         for (const auto& [condition, body] : node.branches) {
           if (!condition || eval(*condition).truthy()) {
@@ -81,17 +85,25 @@ class Evaluator {
           }
         }
         return;
-      case Node::Kind::For: exec_for(node, out); return;
-      case Node::Kind::Set: exec_set(node); return;
+      case Node::Kind::For:
+        exec_for(node, out);
+        return;
+      case Node::Kind::Set:
+        exec_set(node);
+        return;
       case Node::Kind::SetBlock: {
         std::string captured;
         exec(node.body, captured);
         scopes_.back()[node.targets[0]] = Value(std::move(captured));
         return;
       }
-      case Node::Kind::Macro: define_macro(node); return;
-      case Node::Kind::Break: throw BreakLoop{};
-      case Node::Kind::Continue: throw ContinueLoop{};
+      case Node::Kind::Macro:
+        define_macro(node);
+        return;
+      case Node::Kind::Break:
+        throw BreakLoop{};
+      case Node::Kind::Continue:
+        throw ContinueLoop{};
     }
   }
 
@@ -102,7 +114,8 @@ class Evaluator {
     }
     const List items = iterate(value);
     if (items.size() != targets.size())
-      error_at(pos, fmt::format("cannot unpack {} values into {} names", items.size(), targets.size()));
+      error_at(pos,
+               fmt::format("cannot unpack {} values into {} names", items.size(), targets.size()));
     for (size_t i = 0; i < targets.size(); ++i) scopes_.back()[targets[i]] = items[i];
   }
 
@@ -114,8 +127,8 @@ class Evaluator {
     }
     const Value ns = lookup(node.targets[0]);
     if (!ns.is_dict() || !ns.as_dict().is_namespace)
-      error_at(node.pos, "'{% set " + node.targets[0] + "." + node.text + " %}' needs '" + node.targets[0] +
-                             "' to be a namespace()");
+      error_at(node.pos, "'{% set " + node.targets[0] + "." + node.text + " %}' needs '" +
+                             node.targets[0] + "' to be a namespace()");
     ns.as_dict().set(node.text, std::move(value));
   }
 
@@ -147,7 +160,8 @@ class Evaluator {
       loop.set("length", n);
       loop.set("previtem", i > 0 ? items[i - 1] : Value());
       loop.set("nextitem", i + 1 < n ? items[i + 1] : Value());
-      loop.set("cycle", Value::function("loop.cycle", [i](std::vector<Value>& args, Kwargs&) -> Value {
+      loop.set("cycle",
+               Value::function("loop.cycle", [i](std::vector<Value>& args, Kwargs&) -> Value {
                  if (args.empty()) fail("loop.cycle() needs at least one value");
                  return args[i % args.size()];
                }));
@@ -168,33 +182,36 @@ class Evaluator {
 
   void define_macro(const Node& node) {
     const Node* macro = &node;
-    scopes_.back()[node.targets[0]] = Value::function(node.targets[0], [this, macro](std::vector<Value>& args, Kwargs& kwargs) -> Value {
-      if (args.size() > macro->params.size())
-        fail("macro '{}' takes {} arguments, got {}", macro->targets[0], macro->params.size(), args.size());
-      Scope scope;
-      for (size_t i = 0; i < macro->params.size(); ++i) {
-        const auto& [name, default_value] = macro->params[i];
-        Value v = i < args.size() ? args[i] : kwargs.take(name);
-        if (v.is_undefined() && default_value) v = eval(*default_value);
-        scope[name] = v;
-      }
-      if (!kwargs.items.empty()) fail("macro '{}' has no parameter '{}'", macro->targets[0], kwargs.items[0].first);
-      // A macro sees the template's top level and its own parameters, not the caller's locals.
-      std::vector<Scope> saved(scopes_.begin() + 1, scopes_.end());
-      scopes_.resize(1);
-      scopes_.push_back(std::move(scope));
-      std::string out;
-      try {
-        exec(macro->body, out);
-      } catch (...) {
-        scopes_.resize(1);
-        scopes_.insert(scopes_.end(), saved.begin(), saved.end());
-        throw;
-      }
-      scopes_.resize(1);
-      scopes_.insert(scopes_.end(), saved.begin(), saved.end());
-      return Value(std::move(out));
-    });
+    scopes_.back()[node.targets[0]] = Value::function(
+        node.targets[0], [this, macro](std::vector<Value>& args, Kwargs& kwargs) -> Value {
+          if (args.size() > macro->params.size())
+            fail("macro '{}' takes {} arguments, got {}", macro->targets[0], macro->params.size(),
+                 args.size());
+          Scope scope;
+          for (size_t i = 0; i < macro->params.size(); ++i) {
+            const auto& [name, default_value] = macro->params[i];
+            Value v = i < args.size() ? args[i] : kwargs.take(name);
+            if (v.is_undefined() && default_value) v = eval(*default_value);
+            scope[name] = v;
+          }
+          if (!kwargs.items.empty())
+            fail("macro '{}' has no parameter '{}'", macro->targets[0], kwargs.items[0].first);
+          // A macro sees the template's top level and its own parameters, not the caller's locals.
+          std::vector<Scope> saved(scopes_.begin() + 1, scopes_.end());
+          scopes_.resize(1);
+          scopes_.push_back(std::move(scope));
+          std::string out;
+          try {
+            exec(macro->body, out);
+          } catch (...) {
+            scopes_.resize(1);
+            scopes_.insert(scopes_.end(), saved.begin(), saved.end());
+            throw;
+          }
+          scopes_.resize(1);
+          scopes_.insert(scopes_.end(), saved.begin(), saved.end());
+          return Value(std::move(out));
+        });
   }
 
   // ---- expressions ----
@@ -216,8 +233,10 @@ class Evaluator {
 
   Value eval_expr(const Expr& e) {
     switch (e.kind) {
-      case Expr::Kind::Literal: return e.value;
-      case Expr::Kind::Name: return lookup(e.name);
+      case Expr::Kind::Literal:
+        return e.value;
+      case Expr::Kind::Name:
+        return lookup(e.name);
       case Expr::Kind::List:
       case Expr::Kind::Tuple: {
         List items;
@@ -235,16 +254,20 @@ class Evaluator {
       }
       case Expr::Kind::Attr: {
         const Value object = eval(*e.children[0]);
-        if (object.is_undefined()) fail("'{}' is undefined (reading .{})", describe(*e.children[0]), e.name);
+        if (object.is_undefined())
+          fail("'{}' is undefined (reading .{})", describe(*e.children[0]), e.name);
         return get_item(object, Value(e.name));
       }
       case Expr::Kind::Index: {
         const Value object = eval(*e.children[0]);
-        if (object.is_undefined()) fail("'{}' is undefined (indexing it)", describe(*e.children[0]));
+        if (object.is_undefined())
+          fail("'{}' is undefined (indexing it)", describe(*e.children[0]));
         return get_item(object, eval(*e.children[1]));
       }
-      case Expr::Kind::Slice: return eval_slice(e);
-      case Expr::Kind::Call: return eval_call(e);
+      case Expr::Kind::Slice:
+        return eval_slice(e);
+      case Expr::Kind::Call:
+        return eval_call(e);
       case Expr::Kind::Filter: {
         const Value subject = eval(*e.children[0]);
         std::vector<Value> args;
@@ -266,7 +289,8 @@ class Evaluator {
         if (v.kind() == Value::Kind::Float) return e.name == "-" ? -v.as_number() : v.as_number();
         fail("unary '{}' needs a number, got {}", e.name, v.type_name());
       }
-      case Expr::Kind::Binary: return eval_binary(e);
+      case Expr::Kind::Binary:
+        return eval_binary(e);
       case Expr::Kind::Condition:
         if (eval(*e.children[0]).truthy()) return eval(*e.children[1]);
         return e.children[2] ? eval(*e.children[2]) : Value();
@@ -286,7 +310,8 @@ class Evaluator {
     Kwargs kwargs;
     if (callee.kind == Expr::Kind::Attr) {
       const Value object = eval(*callee.children[0]);
-      if (object.is_undefined()) fail("'{}' is undefined (calling .{}())", describe(*callee.children[0]), callee.name);
+      if (object.is_undefined())
+        fail("'{}' is undefined (calling .{}())", describe(*callee.children[0]), callee.name);
       if (is_method_name(object, callee.name)) {
         eval_args(e, 1, args, kwargs);
         Value result;
@@ -309,7 +334,8 @@ class Evaluator {
       if (!e.children[i]) return std::nullopt;
       const Value v = eval(*e.children[i]);
       if (v.is_none()) return std::nullopt;
-      if (v.kind() != Value::Kind::Int) fail("slice bounds must be integers, got {}", v.type_name());
+      if (v.kind() != Value::Kind::Int)
+        fail("slice bounds must be integers, got {}", v.type_name());
       return v.as_int();
     };
     const auto start = bound(1), stop = bound(2), step_opt = bound(3);
@@ -365,7 +391,8 @@ class Evaluator {
     }
     if (op == "~") return a.str() + b.str();
     if (a.is_undefined() || b.is_undefined())
-      fail("'{}' is undefined (used with '{}')", describe(*e.children[a.is_undefined() ? 0 : 1]), op);
+      fail("'{}' is undefined (used with '{}')", describe(*e.children[a.is_undefined() ? 0 : 1]),
+           op);
     if (op == "+") {
       if (a.is_string() && b.is_string()) return a.as_string() + b.as_string();
       if (a.is_list() && b.is_list()) {
@@ -374,7 +401,8 @@ class Evaluator {
         return out;
       }
     }
-    if (op == "*" && (a.is_string() || b.is_string()) && (a.kind() == Value::Kind::Int || b.kind() == Value::Kind::Int)) {
+    if (op == "*" && (a.is_string() || b.is_string()) &&
+        (a.kind() == Value::Kind::Int || b.kind() == Value::Kind::Int)) {
       const std::string& s = a.is_string() ? a.as_string() : b.as_string();
       std::string out;
       for (int64_t i = 0, n = a.is_string() ? b.as_int() : a.as_int(); i < n; ++i) out += s;
@@ -421,7 +449,8 @@ class Evaluator {
 
 Template::Template(std::string source) {
   // Jinja normalizes newlines and, by default, drops one trailing newline of the template.
-  for (size_t p = source.find("\r\n"); p != std::string::npos; p = source.find("\r\n", p)) source.erase(p, 1);
+  for (size_t p = source.find("\r\n"); p != std::string::npos; p = source.find("\r\n", p))
+    source.erase(p, 1);
   if (!source.empty() && source.back() == '\n') source.pop_back();
   source_ = std::move(source);
   body_ = std::make_shared<const Body>(parse_template(source_, lex_template(source_)));

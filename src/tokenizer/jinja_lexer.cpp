@@ -23,7 +23,9 @@ void syntax_error(const std::string& source, size_t pos, const std::string& mess
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 // End of the tag whose content starts at `from`: the offset of `close`, skipping string literals.
 size_t find_tag_end(const std::string& s, size_t from, const char* close, size_t tag_pos) {
@@ -44,8 +46,8 @@ size_t find_tag_end(const std::string& s, size_t from, const char* close, size_t
 std::vector<Chunk> lex_template(const std::string& source) {
   std::vector<Chunk> chunks;
   size_t pos = 0;
-  bool strip_next = false;     // the previous tag ended with '-'
-  bool line_starting = true;   // the text that follows begins a line (for lstrip_blocks)
+  bool strip_next = false;    // the previous tag ended with '-'
+  bool line_starting = true;  // the text that follows begins a line (for lstrip_blocks)
   while (pos <= source.size()) {
     size_t open = pos;
     for (;; ++open) {
@@ -56,7 +58,8 @@ std::vector<Chunk> lex_template(const std::string& source) {
       }
       if (std::string_view("{%#").find(source[open + 1]) != std::string_view::npos) break;
     }
-    std::string text = source.substr(pos, open == std::string::npos ? std::string::npos : open - pos);
+    std::string text =
+        source.substr(pos, open == std::string::npos ? std::string::npos : open - pos);
     if (strip_next) {
       size_t k = 0;
       while (k < text.size() && is_space(text[k])) ++k;
@@ -82,8 +85,10 @@ std::vector<Chunk> lex_template(const std::string& source) {
 
     const size_t content = open + 2 + (sign == '-' || sign == '+' ? 1 : 0);
     const char* close = kind == '{' ? "}}" : (kind == '%' ? "%}" : "#}");
-    const size_t end = kind == '#' ? source.find("#}", content) : find_tag_end(source, content, close, open);
-    if (end == std::string::npos) syntax_error(source, open, "comment is never closed (expected '#}')");
+    const size_t end =
+        kind == '#' ? source.find("#}", content) : find_tag_end(source, content, close, open);
+    if (end == std::string::npos)
+      syntax_error(source, open, "comment is never closed (expected '#}')");
     size_t content_end = end;
     const char end_sign = end > content ? source[end - 1] : '\0';
     if (end_sign == '-' || end_sign == '+') --content_end;
@@ -94,7 +99,8 @@ std::vector<Chunk> lex_template(const std::string& source) {
     strip_next = end_sign == '-';
     line_starting = false;
     // trim_blocks: the first newline after a block or comment tag goes.
-    if (!strip_next && end_sign != '+' && kind != '{' && pos < source.size() && source[pos] == '\n') {
+    if (!strip_next && end_sign != '+' && kind != '{' && pos < source.size() &&
+        source[pos] == '\n') {
       ++pos;
       line_starting = true;
     }
@@ -116,27 +122,57 @@ std::string unescape(const std::string& source, size_t start, const std::string&
     const char e = body[++i];
     auto hex = [&](int digits) {
       const std::string h = body.substr(i + 1, digits);
-      if (h.size() != static_cast<size_t>(digits) || h.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+      if (h.size() != static_cast<size_t>(digits) ||
+          h.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
         syntax_error(source, start + i, "bad \\x/\\u escape in string literal");
       i += digits;
       tok::utf8_append(out, static_cast<char32_t>(std::stoul(h, nullptr, 16)));
     };
     switch (e) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'v': out += '\v'; break;
-      case 'a': out += '\a'; break;
-      case '0': out += '\0'; break;
-      case '\\': out += '\\'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case '\n': break;
-      case 'x': hex(2); break;
-      case 'u': hex(4); break;
-      case 'U': hex(8); break;
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'v':
+        out += '\v';
+        break;
+      case 'a':
+        out += '\a';
+        break;
+      case '0':
+        out += '\0';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case '\n':
+        break;
+      case 'x':
+        hex(2);
+        break;
+      case 'u':
+        hex(4);
+        break;
+      case 'U':
+        hex(8);
+        break;
       default:
         out += '\\';
         out += e;
@@ -184,8 +220,10 @@ std::vector<Token> lex_expression(const std::string& source, const Chunk& chunk)
         if (s[k] != '_') digits += s[k];
       Token t{is_float ? Token::Kind::Float : Token::Kind::Int, digits, 0, 0, at};
       try {
-        if (is_float) t.float_value = std::stod(digits);
-        else t.int_value = std::stoll(digits);
+        if (is_float)
+          t.float_value = std::stod(digits);
+        else
+          t.int_value = std::stoll(digits);
       } catch (const std::exception&) {
         syntax_error(source, at, "number literal '" + digits + "' is out of range");
       }
@@ -195,11 +233,13 @@ std::vector<Token> lex_expression(const std::string& source, const Chunk& chunk)
       size_t j = i + 1;
       while (j < s.size() && s[j] != c) j += s[j] == '\\' ? 2 : 1;
       if (j >= s.size()) syntax_error(source, at, "string literal is never closed");
-      tokens.push_back({Token::Kind::String, unescape(source, at + 1, s.substr(i + 1, j - i - 1)), 0, 0, at});
+      tokens.push_back(
+          {Token::Kind::String, unescape(source, at + 1, s.substr(i + 1, j - i - 1)), 0, 0, at});
       i = j + 1;
     } else {
-      static const char* const kOps[] = {"==", "!=", "<=", ">=", "//", "**", "<", ">", "+", "-", "*", "/",
-                                         "%",  "~",  "|",  ".",  ",",  ":",  "(", ")", "[", "]", "{", "}", "="};
+      static const char* const kOps[] = {"==", "!=", "<=", ">=", "//", "**", "<", ">", "+",
+                                         "-",  "*",  "/",  "%",  "~",  "|",  ".", ",", ":",
+                                         "(",  ")",  "[",  "]",  "{",  "}",  "="};
       bool matched = false;
       for (const char* op : kOps) {
         const size_t n = std::strlen(op);

@@ -12,13 +12,15 @@ namespace {
 
 int64_t arg_int(const std::vector<Value>& args, size_t i, int64_t fallback) {
   if (i >= args.size() || args[i].is_none() || args[i].is_undefined()) return fallback;
-  if (args[i].kind() != Value::Kind::Int) fail("expected an integer argument, got {}", args[i].type_name());
+  if (args[i].kind() != Value::Kind::Int)
+    fail("expected an integer argument, got {}", args[i].type_name());
   return args[i].as_int();
 }
 
 const std::string& arg_str(const std::vector<Value>& args, size_t i, const char* method) {
   if (i >= args.size() || !args[i].is_string())
-    fail("{}() expects a string argument{}", method, i < args.size() ? ", got " + args[i].type_name() : "");
+    fail("{}() expects a string argument{}", method,
+         i < args.size() ? ", got " + args[i].type_name() : "");
   return args[i].as_string();
 }
 
@@ -31,7 +33,8 @@ Value arg(std::vector<Value>& args, Kwargs& kwargs, size_t i, const char* name) 
 bool affix_match(const std::string& s, const Value& affix, bool prefix) {
   auto one = [&](const std::string& a) {
     if (a.size() > s.size()) return false;
-    return prefix ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0;
+    return prefix ? s.compare(0, a.size(), a) == 0
+                  : s.compare(s.size() - a.size(), a.size(), a) == 0;
   };
   if (affix.is_string()) return one(affix.as_string());
   if (affix.is_list()) {
@@ -48,7 +51,8 @@ std::string title_case(const std::string& s) {
   for (char32_t& c : u) {
     const bool alpha = (c < 128 && std::isalpha(static_cast<int>(c))) || c >= 128;
     if (alpha) {
-      if (c < 128) c = start ? std::toupper(static_cast<int>(c)) : std::tolower(static_cast<int>(c));
+      if (c < 128)
+        c = start ? std::toupper(static_cast<int>(c)) : std::tolower(static_cast<int>(c));
       start = false;
     } else {
       start = true;
@@ -58,7 +62,9 @@ std::string title_case(const std::string& s) {
 }
 
 std::string ascii_case(std::string s, bool upper) {
-  for (char& c : s) c = upper ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c));
+  for (char& c : s)
+    c = upper ? std::toupper(static_cast<unsigned char>(c))
+              : std::tolower(static_cast<unsigned char>(c));
   return s;
 }
 
@@ -67,10 +73,12 @@ std::string ascii_case(std::string s, bool upper) {
 std::string python_strip(const std::string& s, const Value& chars, bool left, bool right) {
   const std::u32string u = to_u32(s);
   const bool whitespace = chars.is_undefined() || chars.is_none();
-  if (!whitespace && !chars.is_string()) fail("strip() expects a string of characters, got {}", chars.type_name());
+  if (!whitespace && !chars.is_string())
+    fail("strip() expects a string of characters, got {}", chars.type_name());
   const std::u32string set = whitespace ? U"" : to_u32(chars.as_string());
   auto strip_it = [&](char32_t c) {
-    return whitespace ? tok::is_unicode_whitespace(c) || (c >= 0x1C && c <= 0x1F) : set.find(c) != std::u32string::npos;
+    return whitespace ? tok::is_unicode_whitespace(c) || (c >= 0x1C && c <= 0x1F)
+                      : set.find(c) != std::u32string::npos;
   };
   size_t b = 0, e = u.size();
   while (left && b < e && strip_it(u[b])) ++b;
@@ -114,18 +122,25 @@ List python_split(const std::string& s, const Value& sep, int64_t maxsplit) {
 
 int64_t length_of(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::String: return static_cast<int64_t>(to_u32(v.as_string()).size());
-    case Value::Kind::List: return static_cast<int64_t>(v.as_list().size());
-    case Value::Kind::Dict: return static_cast<int64_t>(v.as_dict().items.size());
-    case Value::Kind::Undefined: return 0;
-    default: fail("object of type {} has no length", v.type_name());
+    case Value::Kind::String:
+      return static_cast<int64_t>(to_u32(v.as_string()).size());
+    case Value::Kind::List:
+      return static_cast<int64_t>(v.as_list().size());
+    case Value::Kind::Dict:
+      return static_cast<int64_t>(v.as_dict().items.size());
+    case Value::Kind::Undefined:
+      return 0;
+    default:
+      fail("object of type {} has no length", v.type_name());
   }
 }
 
 List iterate(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::List: return v.as_list();
-    case Value::Kind::Undefined: return {};
+    case Value::Kind::List:
+      return v.as_list();
+    case Value::Kind::Undefined:
+      return {};
     case Value::Kind::Dict: {
       List keys;
       for (const auto& [k, value] : v.as_dict().items) keys.emplace_back(k);
@@ -136,7 +151,8 @@ List iterate(const Value& v) {
       for (char32_t c : to_u32(v.as_string())) chars.emplace_back(from_u32(std::u32string(1, c)));
       return chars;
     }
-    default: fail("object of type {} is not iterable", v.type_name());
+    default:
+      fail("object of type {} is not iterable", v.type_name());
   }
 }
 
@@ -163,39 +179,51 @@ Value get_item(const Value& object, const Value& key) {
       if (i < 0 || i >= static_cast<int64_t>(u.size())) return Value();
       return Value(from_u32(std::u32string(1, u[i])));
     }
-    case Value::Kind::Undefined: fail("cannot read '{}' of an undefined value", key.str());
-    case Value::Kind::None: fail("cannot read '{}' of None", key.str());
-    default: return Value();
+    case Value::Kind::Undefined:
+      fail("cannot read '{}' of an undefined value", key.str());
+    case Value::Kind::None:
+      fail("cannot read '{}' of None", key.str());
+    default:
+      return Value();
   }
 }
 
 bool is_method_name(const Value& object, const std::string& name) {
-  static const std::vector<std::string> kStr = {"startswith", "endswith", "split", "rsplit", "strip", "lstrip",
-                                                "rstrip", "upper", "lower", "title", "capitalize", "replace",
-                                                "find", "rfind", "count", "join", "splitlines", "isdigit",
-                                                "isspace", "isalpha", "isalnum", "format"};
-  static const std::vector<std::string> kList = {"append", "pop", "index", "count", "insert", "extend"};
+  static const std::vector<std::string> kStr = {
+      "startswith", "endswith", "split",      "rsplit",  "strip",   "lstrip", "rstrip", "upper",
+      "lower",      "title",    "capitalize", "replace", "find",    "rfind",  "count",  "join",
+      "splitlines", "isdigit",  "isspace",    "isalpha", "isalnum", "format"};
+  static const std::vector<std::string> kList = {"append", "pop",    "index",
+                                                 "count",  "insert", "extend"};
   static const std::vector<std::string> kDict = {"items", "keys", "values", "get", "update", "pop"};
-  const auto& names = object.is_string() ? kStr : object.is_list() ? kList : object.is_dict() ? kDict : kList;
+  const auto& names = object.is_string() ? kStr
+                      : object.is_list() ? kList
+                      : object.is_dict() ? kDict
+                                         : kList;
   if (!object.is_string() && !object.is_list() && !object.is_dict()) return false;
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-bool call_method(const Value& object, const std::string& name, std::vector<Value>& args, Kwargs& kwargs,
-                 Value& result) {
+bool call_method(const Value& object, const std::string& name, std::vector<Value>& args,
+                 Kwargs& kwargs, Value& result) {
   if (!is_method_name(object, name)) return false;
   if (object.is_string()) {
     const std::string& s = object.as_string();
-    if (name == "startswith" || name == "endswith") result = affix_match(s, arg(args, kwargs, 0, "prefix"), name == "startswith");
-    else if (name == "split") result = python_split(s, arg(args, kwargs, 0, "sep"), arg_int(args, 1, -1));
+    if (name == "startswith" || name == "endswith")
+      result = affix_match(s, arg(args, kwargs, 0, "prefix"), name == "startswith");
+    else if (name == "split")
+      result = python_split(s, arg(args, kwargs, 0, "sep"), arg_int(args, 1, -1));
     else if (name == "rsplit") {
       if (arg_int(args, 1, -1) >= 0) fail("rsplit() with maxsplit is not supported");
       result = python_split(s, arg(args, kwargs, 0, "sep"), -1);
     } else if (name == "strip" || name == "lstrip" || name == "rstrip")
       result = python_strip(s, arg(args, kwargs, 0, "chars"), name != "rstrip", name != "lstrip");
-    else if (name == "upper" || name == "lower") result = ascii_case(s, name == "upper");
-    else if (name == "title") result = title_case(s);
-    else if (name == "capitalize") result = s.empty() ? s : ascii_case(s.substr(0, 1), true) + ascii_case(s.substr(1), false);
+    else if (name == "upper" || name == "lower")
+      result = ascii_case(s, name == "upper");
+    else if (name == "title")
+      result = title_case(s);
+    else if (name == "capitalize")
+      result = s.empty() ? s : ascii_case(s.substr(0, 1), true) + ascii_case(s.substr(1), false);
     else if (name == "replace") {
       const std::string& from = arg_str(args, 0, "replace");
       const std::string& to = arg_str(args, 1, "replace");
@@ -203,7 +231,8 @@ bool call_method(const Value& object, const std::string& name, std::vector<Value
       std::string out;
       size_t start = 0;
       if (from.empty()) fail("replace() with an empty pattern is not supported");
-      for (size_t p = s.find(from); p != std::string::npos && count != 0; p = s.find(from, start), --count) {
+      for (size_t p = s.find(from); p != std::string::npos && count != 0;
+           p = s.find(from, start), --count) {
         out += s.substr(start, p - start) + to;
         start = p + from.size();
       }
@@ -211,13 +240,17 @@ bool call_method(const Value& object, const std::string& name, std::vector<Value
     } else if (name == "find" || name == "rfind") {
       const std::string& needle = arg_str(args, 0, name.c_str());
       const size_t p = name == "find" ? s.find(needle) : s.rfind(needle);
-      result = p == std::string::npos ? int64_t{-1} : static_cast<int64_t>(to_u32(s.substr(0, p)).size());
+      result = p == std::string::npos ? int64_t{-1}
+                                      : static_cast<int64_t>(to_u32(s.substr(0, p)).size());
     } else if (name == "count") {
       const std::string& needle = arg_str(args, 0, "count");
       int64_t n = 0;
-      if (needle.empty()) n = length_of(object) + 1;
+      if (needle.empty())
+        n = length_of(object) + 1;
       else
-        for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + needle.size())) ++n;
+        for (size_t p = s.find(needle); p != std::string::npos;
+             p = s.find(needle, p + needle.size()))
+          ++n;
       result = n;
     } else if (name == "join") {
       std::string out;
@@ -233,10 +266,14 @@ bool call_method(const Value& object, const std::string& name, std::vector<Value
     } else {
       bool all = !s.empty();
       for (char32_t c : to_u32(s)) {
-        if (name == "isdigit") all = all && c < 128 && std::isdigit(static_cast<int>(c));
-        else if (name == "isspace") all = all && tok::is_unicode_whitespace(c);
-        else if (name == "isalpha") all = all && c < 128 && std::isalpha(static_cast<int>(c));
-        else all = all && c < 128 && std::isalnum(static_cast<int>(c));
+        if (name == "isdigit")
+          all = all && c < 128 && std::isdigit(static_cast<int>(c));
+        else if (name == "isspace")
+          all = all && tok::is_unicode_whitespace(c);
+        else if (name == "isalpha")
+          all = all && c < 128 && std::isalpha(static_cast<int>(c));
+        else
+          all = all && c < 128 && std::isalnum(static_cast<int>(c));
       }
       result = all;
     }
@@ -267,7 +304,8 @@ bool call_method(const Value& object, const std::string& name, std::vector<Value
       if (it == list.end()) fail("index(): value is not in the list");
       result = static_cast<int64_t>(it - list.begin());
     } else {
-      result = static_cast<int64_t>(std::count(list.begin(), list.end(), args.empty() ? Value() : args[0]));
+      result = static_cast<int64_t>(
+          std::count(list.begin(), list.end(), args.empty() ? Value() : args[0]));
     }
     return true;
   }
@@ -275,8 +313,10 @@ bool call_method(const Value& object, const std::string& name, std::vector<Value
   if (name == "items" || name == "keys" || name == "values") {
     List out;
     for (const auto& [k, v] : dict.items) {
-      if (name == "items") out.emplace_back(List{Value(k), v});
-      else out.push_back(name == "keys" ? Value(k) : v);
+      if (name == "items")
+        out.emplace_back(List{Value(k), v});
+      else
+        out.push_back(name == "keys" ? Value(k) : v);
     }
     result = std::move(out);
   } else if (name == "get") {
@@ -291,8 +331,9 @@ bool call_method(const Value& object, const std::string& name, std::vector<Value
     result = Value::none();
   } else {
     const Value key = args.empty() ? Value() : args[0];
-    auto it = std::find_if(dict.items.begin(), dict.items.end(),
-                           [&](const auto& kv) { return key.is_string() && kv.first == key.as_string(); });
+    auto it = std::find_if(dict.items.begin(), dict.items.end(), [&](const auto& kv) {
+      return key.is_string() && kv.first == key.as_string();
+    });
     if (it == dict.items.end()) {
       if (args.size() < 2) fail("pop(): key '{}' is not in the dict", key.str());
       result = args[1];

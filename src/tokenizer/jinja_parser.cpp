@@ -12,7 +12,8 @@ namespace {
 
 class Parser {
  public:
-  Parser(const std::string& source, const std::vector<Chunk>& chunks) : source_(source), chunks_(chunks) {}
+  Parser(const std::string& source, const std::vector<Chunk>& chunks)
+      : source_(source), chunks_(chunks) {}
 
   Body parse_all() {
     std::string end;
@@ -54,7 +55,8 @@ class Parser {
     }
     if (!terminators.empty()) {
       std::string expected;
-      for (const auto& t : terminators) expected += (expected.empty() ? "" : " or ") + std::string("{% ") + t + " %}";
+      for (const auto& t : terminators)
+        expected += (expected.empty() ? "" : " or ") + std::string("{% ") + t + " %}";
       syntax_error(source_, source_.size(), "template ended while looking for " + expected);
     }
     return body;
@@ -71,8 +73,10 @@ class Parser {
       expect_end();
       return make_node(k == "break" ? Node::Kind::Break : Node::Kind::Continue, keyword.pos);
     }
-    static const std::set<std::string> kBlockEnds = {"endif", "endfor", "else", "elif", "endset", "endmacro"};
-    if (kBlockEnds.count(k)) error(keyword, "unexpected '{% " + k + " %}' with no open block it could close");
+    static const std::set<std::string> kBlockEnds = {"endif", "endfor", "else",
+                                                     "elif",  "endset", "endmacro"};
+    if (kBlockEnds.count(k))
+      error(keyword, "unexpected '{% " + k + " %}' with no open block it could close");
     error(keyword, "unsupported statement '{% " + k + " %}'");
   }
 
@@ -207,15 +211,15 @@ class Parser {
     ExprPtr left = parse_math1();
     for (;;) {
       const Token& t = peek();
-      if (t.kind == Token::Kind::Op &&
-          (t.text == "==" || t.text == "!=" || t.text == "<" || t.text == ">" || t.text == "<=" || t.text == ">=")) {
+      if (t.kind == Token::Kind::Op && (t.text == "==" || t.text == "!=" || t.text == "<" ||
+                                        t.text == ">" || t.text == "<=" || t.text == ">=")) {
         const std::string op = next().text;
         left = binary(op, std::move(left), parse_math1());
       } else if (peek_name("in")) {
         next();
         left = binary("in", std::move(left), parse_math1());
-      } else if (peek_name("not") && ti_ + 1 < tokens_.size() && tokens_[ti_ + 1].kind == Token::Kind::Name &&
-                 tokens_[ti_ + 1].text == "in") {
+      } else if (peek_name("not") && ti_ + 1 < tokens_.size() &&
+                 tokens_[ti_ + 1].kind == Token::Kind::Name && tokens_[ti_ + 1].text == "in") {
         next();
         next();
         left = binary("not in", std::move(left), parse_math1());
@@ -285,8 +289,10 @@ class Parser {
         while (peek().kind == Token::Kind::String) s += next().text;  // "a" "b" concatenates
         return literal(Value(std::move(s)), t.pos);
       }
-      case Token::Kind::Int: return literal(Value(t.int_value), t.pos);
-      case Token::Kind::Float: return literal(Value(t.float_value), t.pos);
+      case Token::Kind::Int:
+        return literal(Value(t.int_value), t.pos);
+      case Token::Kind::Float:
+        return literal(Value(t.float_value), t.pos);
       case Token::Kind::Op:
         if (t.text == "(") {
           if (accept_op(")")) return make_expr(Expr::Kind::Tuple, t.pos);
@@ -326,9 +332,11 @@ class Parser {
           return dict;
         }
         break;
-      default: break;
+      default:
+        break;
     }
-    error(t, t.kind == Token::Kind::End ? "expression ends too early" : "unexpected '" + t.text + "'");
+    error(t,
+          t.kind == Token::Kind::End ? "expression ends too early" : "unexpected '" + t.text + "'");
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
@@ -336,8 +344,10 @@ class Parser {
       if (peek_op(".")) {
         const size_t pos = next().pos;
         auto attr = make_expr(Expr::Kind::Attr, pos);
-        if (peek().kind == Token::Kind::Int) attr->name = std::to_string(next().int_value);
-        else attr->name = expect_name("an attribute name");
+        if (peek().kind == Token::Kind::Int)
+          attr->name = std::to_string(next().int_value);
+        else
+          attr->name = expect_name("an attribute name");
         attr->children.push_back(std::move(node));
         node = std::move(attr);
       } else if (peek_op("[")) {
@@ -366,7 +376,8 @@ class Parser {
     auto node = make_expr(is_slice ? Expr::Kind::Slice : Expr::Kind::Index, pos);
     node->children.push_back(std::move(object));
     if (!is_slice && !parts[0]) error(peek(), "empty subscript '[]'");
-    for (int part = 0; part < (is_slice ? 3 : 1); ++part) node->children.push_back(std::move(parts[part]));
+    for (int part = 0; part < (is_slice ? 3 : 1); ++part)
+      node->children.push_back(std::move(parts[part]));
     return node;
   }
 
@@ -377,13 +388,14 @@ class Parser {
     node->children.push_back(std::move(subject));
     if (!accept_op("(")) return node;
     while (!accept_op(")")) {
-      if (peek().kind == Token::Kind::Name && ti_ + 1 < tokens_.size() && tokens_[ti_ + 1].text == "=" &&
-          tokens_[ti_ + 1].kind == Token::Kind::Op) {
+      if (peek().kind == Token::Kind::Name && ti_ + 1 < tokens_.size() &&
+          tokens_[ti_ + 1].text == "=" && tokens_[ti_ + 1].kind == Token::Kind::Op) {
         std::string key = next().text;
         next();
         node->kwargs.emplace_back(std::move(key), parse_expression());
       } else {
-        if (peek_op("*") || peek_op("**")) error(peek(), "unsupported '*args' / '**kwargs' in a call");
+        if (peek_op("*") || peek_op("**"))
+          error(peek(), "unsupported '*args' / '**kwargs' in a call");
         node->children.push_back(parse_expression());
       }
       if (!accept_op(",")) {
@@ -404,17 +416,20 @@ class Parser {
         const bool negated = accept_name("not");
         std::string name;
         const Token& t = peek();
-        if (t.kind == Token::Kind::Name) name = next().text;
-        else if (t.kind == Token::Kind::Op && (t.text == "==" || t.text == "!=" || t.text == "<" || t.text == ">" ||
-                                               t.text == "<=" || t.text == ">="))
+        if (t.kind == Token::Kind::Name)
           name = next().text;
-        else error(t, "expected a test name after 'is'");
+        else if (t.kind == Token::Kind::Op && (t.text == "==" || t.text == "!=" || t.text == "<" ||
+                                               t.text == ">" || t.text == "<=" || t.text == ">="))
+          name = next().text;
+        else
+          error(t, "expected a test name after 'is'");
         node = parse_call(std::move(node), Expr::Kind::Test, name);
         node->negated = negated;
         // `x is divisibleby 3`: one argument without parentheses.
         const Token& arg = peek();
         if (node->children.size() == 1 && node->kwargs.empty() &&
-            (arg.kind == Token::Kind::Int || arg.kind == Token::Kind::Float || arg.kind == Token::Kind::String))
+            (arg.kind == Token::Kind::Int || arg.kind == Token::Kind::Float ||
+             arg.kind == Token::Kind::String))
           node->children.push_back(parse_primary());
       } else if (peek_op("(") && node->kind == Expr::Kind::Filter) {
         node = parse_call(std::move(node), Expr::Kind::Call, "");
@@ -462,7 +477,9 @@ class Parser {
     return t;
   }
   bool peek_op(const char* op) const { return peek().kind == Token::Kind::Op && peek().text == op; }
-  bool peek_name(const char* name) const { return peek().kind == Token::Kind::Name && peek().text == name; }
+  bool peek_name(const char* name) const {
+    return peek().kind == Token::Kind::Name && peek().text == name;
+  }
   bool accept_op(const char* op) {
     if (!peek_op(op)) return false;
     next();
@@ -481,9 +498,12 @@ class Parser {
     return next().text;
   }
   void expect_end() {
-    if (peek().kind != Token::Kind::End) error(peek(), "unexpected '" + peek().text + "' (expected the end of the tag)");
+    if (peek().kind != Token::Kind::End)
+      error(peek(), "unexpected '" + peek().text + "' (expected the end of the tag)");
   }
-  [[noreturn]] void error(const Token& t, const std::string& message) const { syntax_error(source_, t.pos, message); }
+  [[noreturn]] void error(const Token& t, const std::string& message) const {
+    syntax_error(source_, t.pos, message);
+  }
 
   const std::string& source_;
   const std::vector<Chunk>& chunks_;

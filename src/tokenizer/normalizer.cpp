@@ -54,7 +54,8 @@ class Strip : public Normalizer {
   void normalize(std::string& text) const override {
     size_t begin = 0, end = text.size();
     int len;
-    while (left_ && begin < end && is_unicode_whitespace(utf8_decode(text, begin, len))) begin += len;
+    while (left_ && begin < end && is_unicode_whitespace(utf8_decode(text, begin, len)))
+      begin += len;
     while (right_ && end > begin) {
       size_t p = end - 1;
       while (p > begin && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
@@ -98,7 +99,8 @@ class Replace : public Normalizer {
     if (regex_) {
       regex_->find_all(text, spans);
     } else {
-      for (size_t p = text.find(literal_); p != std::string::npos; p = text.find(literal_, p + literal_.size()))
+      for (size_t p = text.find(literal_); p != std::string::npos;
+           p = text.find(literal_, p + literal_.size()))
         spans.emplace_back(p, p + literal_.size());
     }
     if (spans.empty()) return;
@@ -136,26 +138,33 @@ std::unique_ptr<Normalizer> make_normalizer(const json& spec) {
   if (spec.is_null()) return nullptr;
   const std::string type = spec.value("type", "");
   const std::string what = "tokenizer.json normalizer " + type;
-  if (type == "NFC") return std::make_unique<UnicodeNormalizer>(type, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-  if (type == "NFD") return std::make_unique<UnicodeNormalizer>(type, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE);
+  if (type == "NFC")
+    return std::make_unique<UnicodeNormalizer>(type, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+  if (type == "NFD")
+    return std::make_unique<UnicodeNormalizer>(type, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE);
   if (type == "NFKC")
-    return std::make_unique<UnicodeNormalizer>(type, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
+    return std::make_unique<UnicodeNormalizer>(
+        type, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
   if (type == "NFKD")
-    return std::make_unique<UnicodeNormalizer>(type, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
+    return std::make_unique<UnicodeNormalizer>(
+        type, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
   if (type == "Lowercase") return std::make_unique<Lowercase>();
-  if (type == "Strip") return std::make_unique<Strip>(spec.value("strip_left", true), spec.value("strip_right", true));
+  if (type == "Strip")
+    return std::make_unique<Strip>(spec.value("strip_left", true), spec.value("strip_right", true));
   if (type == "Prepend") return std::make_unique<Prepend>(spec.at("prepend").get<std::string>());
   if (type == "Replace")
-    return std::make_unique<Replace>(spec.at("pattern"), spec.at("content").get<std::string>(), what);
+    return std::make_unique<Replace>(spec.at("pattern"), spec.at("content").get<std::string>(),
+                                     what);
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (const auto& p : spec.at("normalizers"))
       if (auto n = make_normalizer(p)) parts.push_back(std::move(n));
     return std::make_unique<Sequence>(std::move(parts));
   }
-  fail("{} is not supported (strata supports NFC, NFD, NFKC, NFKD, Lowercase, Strip, Prepend, "
-       "Replace, Sequence)",
-       what.empty() ? "normalizer without a type" : what);
+  fail(
+      "{} is not supported (strata supports NFC, NFD, NFKC, NFKD, Lowercase, Strip, Prepend, "
+      "Replace, Sequence)",
+      what.empty() ? "normalizer without a type" : what);
 }
 
 }  // namespace strata::tok

@@ -20,9 +20,10 @@ Behavior parse_behavior(const std::string& name) {
   if (name == "MergedWithPrevious") return Behavior::MergedWithPrevious;
   if (name == "MergedWithNext") return Behavior::MergedWithNext;
   if (name == "Contiguous") return Behavior::Contiguous;
-  fail("tokenizer.json pre_tokenizer Split: unknown behavior '{}' (expected Removed, Isolated, "
-       "MergedWithPrevious, MergedWithNext or Contiguous)",
-       name);
+  fail(
+      "tokenizer.json pre_tokenizer Split: unknown behavior '{}' (expected Removed, Isolated, "
+      "MergedWithPrevious, MergedWithNext or Contiguous)",
+      name);
 }
 
 // Splits text on a regex the way Hugging Face's NormalizedString::split does: the matches
@@ -67,23 +68,29 @@ class RegexSplit : public PreTokenizeStep {
         break;
       case Behavior::MergedWithPrevious:
         for (const auto& [span, m] : parts) {
-          if (m && !previous_match && !out.empty()) out.back().second = span.second;
-          else out.push_back(span);
+          if (m && !previous_match && !out.empty())
+            out.back().second = span.second;
+          else
+            out.push_back(span);
           previous_match = m;
         }
         break;
       case Behavior::MergedWithNext:
         for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-          if (it->second && !previous_match && !out.empty()) out.back().first = it->first.first;
-          else out.push_back(it->first);
+          if (it->second && !previous_match && !out.empty())
+            out.back().first = it->first.first;
+          else
+            out.push_back(it->first);
           previous_match = it->second;
         }
         std::reverse(out.begin(), out.end());
         break;
       case Behavior::Contiguous:
         for (size_t i = 0; i < parts.size(); ++i) {
-          if (i > 0 && parts[i].second == previous_match) out.back().second = parts[i].first.second;
-          else out.push_back(parts[i].first);
+          if (i > 0 && parts[i].second == previous_match)
+            out.back().second = parts[i].first.second;
+          else
+            out.push_back(parts[i].first);
           previous_match = parts[i].second;
         }
         break;
@@ -127,16 +134,21 @@ void PreTokenizer::add(const json& spec, bool last) {
   } else if (type == "Split") {
     const json& pattern = spec.at("pattern");
     std::string regex;
-    if (pattern.contains("Regex")) regex = pattern["Regex"].get<std::string>();
-    else if (pattern.contains("String")) regex = Regex::escape(pattern["String"].get<std::string>());
-    else fail("{}: pattern must be {{\"String\": ...}} or {{\"Regex\": ...}}", what);
-    steps_.push_back(std::make_unique<RegexSplit>(regex, parse_behavior(spec.value("behavior", "Isolated")),
-                                                  spec.value("invert", false), what));
+    if (pattern.contains("Regex"))
+      regex = pattern["Regex"].get<std::string>();
+    else if (pattern.contains("String"))
+      regex = Regex::escape(pattern["String"].get<std::string>());
+    else
+      fail("{}: pattern must be {{\"String\": ...}} or {{\"Regex\": ...}}", what);
+    steps_.push_back(
+        std::make_unique<RegexSplit>(regex, parse_behavior(spec.value("behavior", "Isolated")),
+                                     spec.value("invert", false), what));
   } else if (type == "Digits") {
     const char* pattern = spec.value("individual_digits", false) ? "\\p{N}" : "\\p{N}+";
     steps_.push_back(std::make_unique<RegexSplit>(pattern, Behavior::Isolated, false, what));
   } else if (type == "ByteLevel") {
-    if (!last) fail("{}: a pre-tokenizer after ByteLevel is not supported (ByteLevel must come last)", what);
+    if (!last)
+      fail("{}: a pre-tokenizer after ByteLevel is not supported (ByteLevel must come last)", what);
     if (spec.value("add_prefix_space", false)) steps_.push_back(std::make_unique<PrefixSpace>());
     if (spec.value("use_regex", true))
       steps_.push_back(std::make_unique<RegexSplit>(kGpt2Pattern, Behavior::Isolated, false, what));

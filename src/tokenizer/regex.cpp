@@ -53,7 +53,8 @@ struct Regex::Impl {
   bool jit = false;
 };
 
-Regex::Regex(const std::string& pattern, const std::string& what) : impl_(std::make_unique<Impl>()) {
+Regex::Regex(const std::string& pattern, const std::string& what)
+    : impl_(std::make_unique<Impl>()) {
   const std::string rewritten = rewrite_whitespace_classes(pattern);
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
@@ -84,10 +85,10 @@ void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t start = 0;
   while (start <= text.size()) {
-    const int rc = impl_->jit
-                       ? pcre2_jit_match(impl_->code, subject, text.size(), start, 0, md.data, nullptr)
-                       : pcre2_match(impl_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK,
-                                     md.data, nullptr);
+    const int rc =
+        impl_->jit ? pcre2_jit_match(impl_->code, subject, text.size(), start, 0, md.data, nullptr)
+                   : pcre2_match(impl_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK,
+                                 md.data, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR message[256];
@@ -100,7 +101,8 @@ void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t
       // An empty match yields no piece; step over one whole character.
       if (b >= text.size()) break;
       start = b + 1;
-      while (start < text.size() && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) ++start;
+      while (start < text.size() && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80)
+        ++start;
       continue;
     }
     out.emplace_back(b, e);

@@ -36,14 +36,17 @@ void read_post_processor(const json& spec, std::vector<int>& prefix, std::vector
         continue;
       }
       if (!piece.contains("SpecialToken"))
-        fail("{}: post_processor TemplateProcessing piece {} is neither Sequence nor SpecialToken", source,
-             piece.dump());
+        fail("{}: post_processor TemplateProcessing piece {} is neither Sequence nor SpecialToken",
+             source, piece.dump());
       const std::string name = piece["SpecialToken"].at("id").get<std::string>();
       const json& specials = spec.at("special_tokens");
       if (!specials.contains(name))
-        fail("{}: post_processor TemplateProcessing uses special token '{}' missing from its special_tokens",
-             source, name);
-      for (const json& id : specials[name].at("ids")) (seen_sequence ? suffix : prefix).push_back(id.get<int>());
+        fail(
+            "{}: post_processor TemplateProcessing uses special token '{}' missing from its "
+            "special_tokens",
+            source, name);
+      for (const json& id : specials[name].at("ids"))
+        (seen_sequence ? suffix : prefix).push_back(id.get<int>());
     }
     return;
   }
@@ -52,9 +55,10 @@ void read_post_processor(const json& spec, std::vector<int>& prefix, std::vector
     suffix.push_back(spec.at("sep").at(1).get<int>());
     return;
   }
-  fail("{}: post_processor {} is not supported (strata supports TemplateProcessing, ByteLevel, "
-       "BertProcessing, RobertaProcessing, Sequence)",
-       source, type.empty() ? "without a type" : type);
+  fail(
+      "{}: post_processor {} is not supported (strata supports TemplateProcessing, ByteLevel, "
+      "BertProcessing, RobertaProcessing, Sequence)",
+      source, type.empty() ? "without a type" : type);
 }
 
 std::string read_file(const std::string& path) {
@@ -72,9 +76,10 @@ Tokenizer Tokenizer::load(const std::string& path) {
   std::string file = path;
   if (fs::is_directory(path)) file = (fs::path(path) / "tokenizer.json").string();
   if (!fs::exists(file))
-    fail("no tokenizer at {}: expected tokenizer.json (the Hugging Face fast-tokenizer file; "
-         "convert a slow tokenizer with transformers' save_pretrained)",
-         file);
+    fail(
+        "no tokenizer at {}: expected tokenizer.json (the Hugging Face fast-tokenizer file; "
+        "convert a slow tokenizer with transformers' save_pretrained)",
+        file);
   json spec;
   try {
     spec = json::parse(read_file(file));
@@ -89,13 +94,16 @@ Tokenizer::Tokenizer(const json& spec, const std::string& source) {
     const json& model = spec.at("model");
     const std::string type = model.value("type", "BPE");
     if (type != "BPE")
-      fail("tokenizer model type {} is not supported (strata supports BPE, including SentencePiece-style "
-           "BPE with byte fallback)",
-           type);
+      fail(
+          "tokenizer model type {} is not supported (strata supports BPE, including "
+          "SentencePiece-style "
+          "BPE with byte fallback)",
+          type);
     normalizer_ = make_normalizer(spec.value("normalizer", json()));
     pre_tokenizer_ = std::make_unique<PreTokenizer>(spec.value("pre_tokenizer", json()));
     model_ = std::make_unique<BpeModel>(model, pre_tokenizer_->byte_level());
-    added_ = std::make_unique<AddedVocabulary>(spec.value("added_tokens", json()), normalizer_.get());
+    added_ =
+        std::make_unique<AddedVocabulary>(spec.value("added_tokens", json()), normalizer_.get());
     decoder_ = make_decoder(spec.value("decoder", json()));
     read_post_processor(spec.value("post_processor", json()), prefix_ids_, suffix_ids_, source);
   } catch (const json::exception& e) {
@@ -107,9 +115,11 @@ Tokenizer::Tokenizer(const json& spec, const std::string& source) {
   vocab_size_ = model_->vocab_size();
   for (const AddedToken& t : added_->tokens()) vocab_size_ = std::max(vocab_size_, t.id + 1);
   for (int id : prefix_ids_)
-    if (id < 0 || id >= vocab_size_) fail("{}: post_processor adds id {} outside the vocabulary", source, id);
+    if (id < 0 || id >= vocab_size_)
+      fail("{}: post_processor adds id {} outside the vocabulary", source, id);
   for (int id : suffix_ids_)
-    if (id < 0 || id >= vocab_size_) fail("{}: post_processor adds id {} outside the vocabulary", source, id);
+    if (id < 0 || id >= vocab_size_)
+      fail("{}: post_processor adds id {} outside the vocabulary", source, id);
 }
 
 Tokenizer::~Tokenizer() = default;
@@ -127,23 +137,27 @@ void Tokenizer::encode_segment(std::string_view text, std::vector<int>& out) con
       out.push_back(s.id);
       continue;
     }
-    for (const std::string& piece : pre_tokenizer_->pre_tokenize(normalized.substr(s.begin, s.end - s.begin)))
+    for (const std::string& piece :
+         pre_tokenizer_->pre_tokenize(normalized.substr(s.begin, s.end - s.begin)))
       model_->encode(piece, out);
   }
 }
 
 std::vector<int> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   if (const size_t bad = utf8_first_invalid(text); bad != std::string_view::npos)
-    throw RequestError(fmt::format("text to encode is not valid UTF-8 (byte 0x{:02X} at offset {}); "
-                                   "send UTF-8 text",
-                                   static_cast<unsigned char>(text[bad]), bad));
+    throw RequestError(
+        fmt::format("text to encode is not valid UTF-8 (byte 0x{:02X} at offset {}); "
+                    "send UTF-8 text",
+                    static_cast<unsigned char>(text[bad]), bad));
   std::vector<int> ids;
   ids.reserve(text.size() / 3 + 4);
   std::vector<Segment> segments;
   added_->split(text, /*normalized=*/false, segments);
   for (const Segment& s : segments) {
-    if (s.id >= 0) ids.push_back(s.id);
-    else encode_segment(text.substr(s.begin, s.end - s.begin), ids);
+    if (s.id >= 0)
+      ids.push_back(s.id);
+    else
+      encode_segment(text.substr(s.begin, s.end - s.begin), ids);
   }
   if (add_special_tokens) add_special(ids);
   return ids;
@@ -165,8 +179,8 @@ std::string Tokenizer::decode(std::span<const int> ids, bool skip_special_tokens
     }
     const std::string* token = model_->id_to_token(id);
     if (!token)
-      throw RequestError(fmt::format("token id {} is not in the tokenizer's vocabulary (size {})", id,
-                                     vocab_size_));
+      throw RequestError(fmt::format("token id {} is not in the tokenizer's vocabulary (size {})",
+                                     id, vocab_size_));
     tokens.push_back(*token);
   }
   return run_decoder(decoder_.get(), std::move(tokens));

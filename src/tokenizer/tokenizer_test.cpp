@@ -16,21 +16,28 @@ json tiny_byte_level() {
   const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::get();
   json vocab = json::object();
   int next = 0;
-  for (int b = 0; b < 256; ++b) vocab[alphabet.from_bytes(std::string(1, static_cast<char>(b)))] = next++;
+  for (int b = 0; b < 256; ++b)
+    vocab[alphabet.from_bytes(std::string(1, static_cast<char>(b)))] = next++;
   vocab["ab"] = next++;
   vocab["Ġab"] = next++;
-  return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({"a b", "Ġ ab"})}}},
-          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-          {"decoder", {{"type", "ByteLevel"}}},
-          {"added_tokens",
-           json::array({{{"id", 300}, {"content", "<|end|>"}, {"special", true}, {"normalized", false}},
-                        {{"id", 301}, {"content", "<tag>"}, {"special", false}, {"normalized", false},
-                         {"lstrip", true}, {"rstrip", true}}})},
-          {"post_processor",
-           {{"type", "TemplateProcessing"},
-            {"single", json::array({{{"SpecialToken", {{"id", "<|end|>"}, {"type_id", 0}}}},
-                                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
-            {"special_tokens", {{"<|end|>", {{"id", "<|end|>"}, {"ids", {300}}, {"tokens", {"<|end|>"}}}}}}}}};
+  return {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({"a b", "Ġ ab"})}}},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"added_tokens",
+       json::array({{{"id", 300}, {"content", "<|end|>"}, {"special", true}, {"normalized", false}},
+                    {{"id", 301},
+                     {"content", "<tag>"},
+                     {"special", false},
+                     {"normalized", false},
+                     {"lstrip", true},
+                     {"rstrip", true}}})},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", json::array({{{"SpecialToken", {{"id", "<|end|>"}, {"type_id", 0}}}},
+                                {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+        {"special_tokens",
+         {{"<|end|>", {{"id", "<|end|>"}, {"ids", {300}}, {"tokens", {"<|end|>"}}}}}}}}};
 }
 
 TEST(Tokenizer, ByteLevelBpeMergesAndAddedTokens) {
@@ -79,13 +86,17 @@ TEST(Tokenizer, UnsupportedComponentsAreNamedAtLoad) {
   spec["post_processor"] = {{"type", "Mystery"}};
   expect_error(spec, "Mystery");
   spec = tiny_byte_level();
-  spec["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+  spec["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   expect_error(spec, "does not compile");
 }
 
 TEST(Unicode, LossyConversionReplacesMaximalSubparts) {
   EXPECT_EQ(utf8_lossy("a\xE4\xBD\xA0"), "a\xE4\xBD\xA0");
-  EXPECT_EQ(utf8_lossy("\xE4\xBD" "a"), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(utf8_lossy("\xE4\xBD"
+                       "a"),
+            "\xEF\xBF\xBD"
+            "a");
   EXPECT_EQ(utf8_lossy("\xFF\xFE"), "\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(utf8_lossy("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
   EXPECT_EQ(utf8_stable_prefix("ab\xE4\xBD"), 2u);
