@@ -93,7 +93,7 @@ BpeModel::BpeModel(const json& spec, bool byte_level) : byte_level_(byte_level) 
 }
 
 std::optional<int> BpeModel::lookup(std::string_view key) const {
-  auto it = vocab_.find(std::string(key));
+  auto it = vocab_.find(key);
   if (it == vocab_.end()) return std::nullopt;
   return it->second;
 }
@@ -209,11 +209,9 @@ void BpeModel::encode(std::string_view piece, std::vector<int>& out) const {
     }
   }
   const bool cacheable = piece.size() <= kMaxCachedPiece;
-  std::string key;
   if (cacheable) {
-    key.assign(piece);
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    auto it = cache_.find(key);
+    auto it = cache_.find(piece);
     if (it != cache_.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
@@ -227,7 +225,7 @@ void BpeModel::encode(std::string_view piece, std::vector<int>& out) const {
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (cache_.size() >= kCacheCapacity) cache_.clear();
-    cache_.emplace(std::move(key), std::move(symbols));
+    cache_.emplace(std::string(piece), std::move(symbols));
   }
 }
 

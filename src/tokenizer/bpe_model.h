@@ -17,6 +17,14 @@
 
 namespace strata::tok {
 
+// Lets unordered_map<std::string, T> be searched with a string_view, without a copy.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <typename T>
+using StringMap = std::unordered_map<std::string, T, StringHash, std::equal_to<>>;
+
 class BpeModel {
  public:
   BpeModel(const nlohmann::json& spec, bool byte_level);
@@ -46,9 +54,8 @@ class BpeModel {
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;
   int unk_id_ = -1;
-  std::unordered_map<std::string, int>
-      vocab_;  // spelled as the model matches (raw bytes if byte-level)
-  std::unordered_map<std::string, int> spelled_;  // spelled as in tokenizer.json
+  StringMap<int> vocab_;    // spelled as the model matches (raw bytes if byte-level)
+  StringMap<int> spelled_;  // spelled as in tokenizer.json
   std::vector<std::string> id_to_token_;
   std::vector<bool> has_id_;
   struct Merge {
@@ -63,7 +70,7 @@ class BpeModel {
   static constexpr size_t kCacheCapacity = 1 << 16;
   static constexpr size_t kMaxCachedPiece = 64;
   mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int>> cache_;
+  mutable StringMap<std::vector<int>> cache_;
 };
 
 }  // namespace strata::tok

@@ -17,18 +17,43 @@ using nlohmann::json;
 class UnicodeNormalizer : public Normalizer {
  public:
   UnicodeNormalizer(std::string name, int options) : name_(std::move(name)), options_(options) {}
+  // ASCII never changes under any normalization form and never composes with what follows
+  // it, so only runs of non-ASCII characters (with the one ASCII character before each, which
+  // a combining mark may attach to) go through utf8proc.
   void normalize(std::string& text) const override {
-    if (text.empty()) return;
-    utf8proc_uint8_t* result = nullptr;
-    const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                static_cast<utf8proc_ssize_t>(text.size()), &result,
-                                static_cast<utf8proc_option_t>(options_));
-    if (n < 0) fail("{} normalization failed: {}", name_, utf8proc_errmsg(n));
-    text.assign(reinterpret_cast<char*>(result), static_cast<size_t>(n));
-    std::free(result);
+    const auto ascii = [&](size_t i) { return static_cast<unsigned char>(text[i]) < 0x80; };
+    size_t first = 0;
+    while (first < text.size() && ascii(first)) ++first;
+    if (first == text.size()) return;
+    std::string out;
+    out.reserve(text.size() + 16);
+    size_t done = 0;
+    for (size_t i = first; i < text.size();) {
+      const size_t start = i > done ? i - 1 : i;  // the ASCII character before the run
+      size_t end = i;
+      while (end < text.size() && !ascii(end)) ++end;
+      out.append(text, done, start - done);
+      out += normalize_run(std::string_view(text).substr(start, end - start));
+      done = end;
+      i = end;
+      while (i < text.size() && ascii(i)) ++i;
+    }
+    out.append(text, done, std::string::npos);
+    text = std::move(out);
   }
 
  private:
+  std::string normalize_run(std::string_view run) const {
+    utf8proc_uint8_t* result = nullptr;
+    const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
+                                static_cast<utf8proc_ssize_t>(run.size()), &result,
+                                static_cast<utf8proc_option_t>(options_));
+    if (n < 0) fail("{} normalization failed: {}", name_, utf8proc_errmsg(n));
+    std::string out(reinterpret_cast<char*>(result), static_cast<size_t>(n));
+    std::free(result);
+    return out;
+  }
+
   std::string name_;
   int options_;
 };
@@ -159,6 +184,8 @@ std::unique_ptr<Normalizer> make_normalizer(const json& spec) {
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (const auto& p : spec.at("normalizers"))
       if (auto n = make_normalizer(p)) parts.push_back(std::move(n));
+    if (parts.empty()) return nullptr;
+    if (parts.size() == 1) return std::move(parts[0]);
     return std::make_unique<Sequence>(std::move(parts));
   }
   fail(

@@ -33,12 +33,12 @@ class RegexSplit : public PreTokenizeStep {
   RegexSplit(const std::string& pattern, Behavior behavior, bool invert, const std::string& what)
       : regex_(pattern, what), behavior_(behavior), invert_(invert) {}
 
-  void split(std::vector<std::string>& pieces) const override {
-    std::vector<std::string> out;
-    out.reserve(pieces.size() * 2);
-    Spans matches;
-    std::vector<std::pair<std::pair<size_t, size_t>, bool>> parts;
-    for (const std::string& piece : pieces) {
+  void split(Pieces& pieces) const override {
+    std::vector<std::string_view> out;
+    out.reserve(pieces.views.size() * 2);
+    thread_local Spans matches;
+    thread_local std::vector<std::pair<std::pair<size_t, size_t>, bool>> parts;
+    for (std::string_view piece : pieces.views) {
       regex_.find_all(piece, matches);
       parts.clear();
       size_t last = 0;
@@ -51,7 +51,7 @@ class RegexSplit : public PreTokenizeStep {
       for (auto [b, e] : apply_behavior(parts))
         if (e > b) out.push_back(piece.substr(b, e - b));
     }
-    pieces = std::move(out);
+    pieces.views = std::move(out);
   }
 
  private:
@@ -109,9 +109,12 @@ constexpr const char* kGpt2Pattern =
 
 class PrefixSpace : public PreTokenizeStep {
  public:
-  void split(std::vector<std::string>& pieces) const override {
-    for (std::string& p : pieces)
-      if (p.empty() || p[0] != ' ') p = " " + p;
+  void split(Pieces& pieces) const override {
+    for (std::string_view& p : pieces.views) {
+      if (!p.empty() && p[0] == ' ') continue;
+      pieces.storage.push_back(" " + std::string(p));
+      p = pieces.storage.back();
+    }
   }
 };
 
@@ -159,12 +162,12 @@ void PreTokenizer::add(const json& spec, bool last) {
   }
 }
 
-std::vector<std::string> PreTokenizer::pre_tokenize(const std::string& text) const {
-  std::vector<std::string> pieces;
-  if (text.empty()) return pieces;
-  pieces.push_back(text);
-  for (const auto& step : steps_) step->split(pieces);
-  return pieces;
+void PreTokenizer::pre_tokenize(std::string_view text, Pieces& out) const {
+  out.views.clear();
+  out.storage.clear();
+  if (text.empty()) return;
+  out.views.push_back(text);
+  for (const auto& step : steps_) step->split(out);
 }
 
 }  // namespace strata::tok

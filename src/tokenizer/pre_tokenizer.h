@@ -7,18 +7,27 @@
 // mapping of each byte to a printable character. strata keeps pieces as raw bytes and instead
 // maps the *vocabulary* to raw bytes once at load time (see BpeModel), which is equivalent and
 // saves a conversion per piece; so here ByteLevel only splits and reports `byte_level()`.
+#include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace strata::tok {
+
+// Pieces are views into the text being encoded; a step that has to make new strings keeps
+// them in `storage` (a deque, so views stay valid as it grows).
+struct Pieces {
+  std::vector<std::string_view> views;
+  std::deque<std::string> storage;
+};
 
 class PreTokenizeStep {
  public:
   virtual ~PreTokenizeStep() = default;
   // Replaces each piece with the pieces it splits into (never empty ones).
-  virtual void split(std::vector<std::string>& pieces) const = 0;
+  virtual void split(Pieces& pieces) const = 0;
 };
 
 class PreTokenizer {
@@ -28,7 +37,8 @@ class PreTokenizer {
   ~PreTokenizer();
   PreTokenizer(PreTokenizer&&) noexcept;
 
-  std::vector<std::string> pre_tokenize(const std::string& text) const;
+  // The pieces of `text` (which must outlive them) in `out`.
+  void pre_tokenize(std::string_view text, Pieces& out) const;
   bool byte_level() const { return byte_level_; }
 
  private:

@@ -128,18 +128,22 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
 void Tokenizer::encode_segment(std::string_view text, std::vector<int>& out) const {
   if (text.empty()) return;
-  std::string normalized(text);
-  if (normalizer_) normalizer_->normalize(normalized);
+  std::string normalized;
+  if (normalizer_) {
+    normalized.assign(text);
+    normalizer_->normalize(normalized);
+    text = normalized;
+  }
   std::vector<Segment> segments;
-  added_->split(normalized, /*normalized=*/true, segments);
+  added_->split(text, /*normalized=*/true, segments);
+  Pieces pieces;
   for (const Segment& s : segments) {
     if (s.id >= 0) {
       out.push_back(s.id);
       continue;
     }
-    for (const std::string& piece :
-         pre_tokenizer_->pre_tokenize(normalized.substr(s.begin, s.end - s.begin)))
-      model_->encode(piece, out);
+    pre_tokenizer_->pre_tokenize(text.substr(s.begin, s.end - s.begin), pieces);
+    for (std::string_view piece : pieces.views) model_->encode(piece, out);
   }
 }
 
