@@ -44,6 +44,21 @@ std::vector<LayerSpec> dense_decoder(const ModelConfig& c) {
   return layers;
 }
 
+// DeepSeek-V2/V3: every layer is MLA; the MLP is routed experts from layer
+// first_k_dense_replace on, every moe_layer_freq-th layer, and dense before that.
+std::vector<LayerSpec> mla_moe_decoder(const ModelConfig& c) {
+  const int first_moe = c.get_int("first_k_dense_replace", 0);
+  const int freq = c.get_int("moe_layer_freq", 1);
+  if (freq <= 0) fail("config.json: moe_layer_freq must be positive, got {}", freq);
+  const bool has_experts = c.get_int("n_routed_experts", 0) > 0;
+  std::vector<LayerSpec> layers(c.num_layers);
+  for (int i = 0; i < c.num_layers; ++i) {
+    layers[i].attention = AttentionKind::MLA;
+    layers[i].mlp = has_experts && i >= first_moe && i % freq == 0 ? MlpKind::MoE : MlpKind::Dense;
+  }
+  return layers;
+}
+
 // model_type -> classifier. Families not listed are dense decoders.
 const std::map<std::string, Classifier>& families() {
   static const std::map<std::string, Classifier> kFamilies = {
@@ -51,6 +66,7 @@ const std::map<std::string, Classifier>& families() {
       {"qwen2", dense_decoder},
       {"qwen3", dense_decoder},
       {"mistral", dense_decoder},
+      {"deepseek_v2", mla_moe_decoder}, {"deepseek_v3", mla_moe_decoder},
   };
   return kFamilies;
 }

@@ -13,6 +13,7 @@ namespace strata {
 std::unique_ptr<CausalLM> build_qwen2(const ModelConfig&, WeightSource&, const StagePlan&);
 std::unique_ptr<CausalLM> build_qwen3(const ModelConfig&, WeightSource&, const StagePlan&);
 std::unique_ptr<CausalLM> build_mistral(const ModelConfig&, WeightSource&, const StagePlan&);
+std::unique_ptr<CausalLM> build_deepseek(const ModelConfig&, WeightSource&, const StagePlan&);
 
 namespace {
 
@@ -27,6 +28,8 @@ const std::map<std::string, Builder>& builders() {
       {"Qwen2ForCausalLM", build_qwen2},
       {"Qwen3ForCausalLM", build_qwen3},
       {"MistralForCausalLM", build_mistral},
+      {"DeepseekV2ForCausalLM", build_deepseek},
+      {"DeepseekV3ForCausalLM", build_deepseek},
   };
   return kBuilders;
 }

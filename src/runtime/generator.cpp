@@ -114,12 +114,13 @@ std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<Gene
     }
 
   // Prefill, in chunks when asked: every round takes the next piece of each unfinished prompt.
+  // Only prompt tokens: once a prompt is cached its sampled tokens go through decode below.
   for (;;) {
     ForwardBatch batch;
     batch.mode = ForwardMode::Extend;
     std::vector<Running*> members;
     for (auto& r : running) {
-      const int remaining = static_cast<int>(r.tokens.size()) - r.cached;
+      const int remaining = static_cast<int>(requests[r.index].input_ids.size()) - r.cached;
       if (r.done || remaining == 0) continue;
       const int n = options.chunked_prefill_size > 0 ? std::min(remaining, options.chunked_prefill_size) : remaining;
       add_extend(batch, memory, r, n);
