@@ -1,6 +1,8 @@
 #include "tokenizer/added_vocabulary.h"
 
+#if STRATA_HAVE_UTF8PROC
 #include <utf8proc.h>
+#endif
 
 #include "core/error.h"
 #include "tokenizer/normalizer.h"
@@ -77,9 +79,14 @@ namespace {
 // Word characters for single_word, as Rust's char::is_alphanumeric plus '_'.
 bool is_word_char(char32_t cp) {
   if (cp == '_') return true;
+#if !STRATA_HAVE_UTF8PROC
+  // Without Unicode tables: ASCII letters and digits, and every non-ASCII character.
+  return cp >= 0x80 || std::isalnum(static_cast<int>(cp));
+#else
   const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
   return (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
          (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
+#endif
 }
 
 // Start of the character that ends at `end` (> 0).

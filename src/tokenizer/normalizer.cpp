@@ -1,6 +1,8 @@
 #include "tokenizer/normalizer.h"
 
+#if STRATA_HAVE_UTF8PROC
 #include <utf8proc.h>
+#endif
 
 #include <vector>
 
@@ -13,6 +15,14 @@ namespace strata::tok {
 namespace {
 
 using nlohmann::json;
+
+#if STRATA_HAVE_UTF8PROC
+constexpr int kCompose = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
+constexpr int kDecompose = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE;
+constexpr int kCompat = UTF8PROC_COMPAT;
+#else
+constexpr int kCompose = 0, kDecompose = 0, kCompat = 0;  // unused: these forms refuse to load
+#endif
 
 class UnicodeNormalizer : public Normalizer {
  public:
@@ -44,6 +54,7 @@ class UnicodeNormalizer : public Normalizer {
 
  private:
   std::string normalize_run(std::string_view run) const {
+#if STRATA_HAVE_UTF8PROC
     utf8proc_uint8_t* result = nullptr;
     const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
                                 static_cast<utf8proc_ssize_t>(run.size()), &result,
@@ -52,6 +63,9 @@ class UnicodeNormalizer : public Normalizer {
     std::string out(reinterpret_cast<char*>(result), static_cast<size_t>(n));
     std::free(result);
     return out;
+#else
+    fail("{} normalization of '{}' needs libutf8proc", name_, run);
+#endif
   }
 
   std::string name_;
@@ -67,7 +81,11 @@ class Lowercase : public Normalizer {
       int len;
       const char32_t cp = utf8_decode(text, pos, len);
       pos += len;
+#if STRATA_HAVE_UTF8PROC
       utf8_append(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
+#else
+      utf8_append(out, cp < 0x80 ? static_cast<char32_t>(std::tolower(static_cast<int>(cp))) : cp);
+#endif
     }
     text = std::move(out);
   }
@@ -163,16 +181,17 @@ std::unique_ptr<Normalizer> make_normalizer(const json& spec) {
   if (spec.is_null()) return nullptr;
   const std::string type = spec.value("type", "");
   const std::string what = "tokenizer.json normalizer " + type;
-  if (type == "NFC")
-    return std::make_unique<UnicodeNormalizer>(type, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-  if (type == "NFD")
-    return std::make_unique<UnicodeNormalizer>(type, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE);
-  if (type == "NFKC")
-    return std::make_unique<UnicodeNormalizer>(
-        type, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
-  if (type == "NFKD")
-    return std::make_unique<UnicodeNormalizer>(
-        type, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
+#if !STRATA_HAVE_UTF8PROC
+  if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD" || type == "Lowercase")
+    fail(
+        "{} needs Unicode tables from libutf8proc, which this strata was built without; install "
+        "libutf8proc-dev and re-run cmake",
+        what);
+#endif
+  if (type == "NFC") return std::make_unique<UnicodeNormalizer>(type, kCompose);
+  if (type == "NFD") return std::make_unique<UnicodeNormalizer>(type, kDecompose);
+  if (type == "NFKC") return std::make_unique<UnicodeNormalizer>(type, kCompose | kCompat);
+  if (type == "NFKD") return std::make_unique<UnicodeNormalizer>(type, kDecompose | kCompat);
   if (type == "Lowercase") return std::make_unique<Lowercase>();
   if (type == "Strip")
     return std::make_unique<Strip>(spec.value("strip_left", true), spec.value("strip_right", true));
