@@ -13,6 +13,7 @@ struct ModelFlags {
   std::string device = "cpu";
   std::string attention_backend = "auto";
   int page_size = 1;
+  double mem_fraction_static = 0.88;
   int pp_size = 1;
   int threads = 0;
   int context_length = 0;

@@ -90,14 +90,12 @@ std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<Gene
     running.push_back(std::move(r));
   }
 
-  // Samples from `logits` row `row` for request r; returns false when r has finished.
-  auto take = [&](Running& r, const Tensor& logits, int row) {
+  // Records request r's next token (and the logits row behind it, when asked for).
+  auto record = [&](Running& r, int token, const float* logits_row) {
     const auto& p = requests[r.index].sampling;
-    const float* l = logits.row(row);
-    const int token = sample_token(l, vocab, p, r.rng);
     auto& out = outputs[r.index];
     out.output_ids.push_back(token);
-    if (options.return_logits) out.logits.emplace_back(l, l + vocab);
+    if (options.return_logits) out.logits.emplace_back(logits_row, logits_row + vocab);
     r.tokens.push_back(token);
     if (is_stop(p, runner.config().eos_token_ids, token)) {
       out.finish_reason = "stop";
@@ -105,6 +103,26 @@ std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<Gene
     } else if (static_cast<int>(out.output_ids.size()) >= p.max_new_tokens) {
       out.finish_reason = "length";
       r.done = true;
+    }
+  };
+  // Greedy requests without logits returned need only the argmax, which the runner computes
+  // where the logits are (on a GPU: no logits copied back).
+  bool argmax_only = !options.return_logits;
+  for (const auto& r : requests) argmax_only = argmax_only && (r.sampling.temperature == 0.0f || r.sampling.top_k == 1);
+  // Runs `batch` and records a token for each member whose prompt is fully in the cache.
+  auto step = [&](const ForwardBatch& batch, const std::vector<Running*>& members) {
+    if (argmax_only) {
+      const std::vector<int32_t> ids = runner.forward_greedy(batch);
+      for (size_t b = 0; b < members.size(); ++b)
+        if (members[b]->cached == static_cast<int>(members[b]->tokens.size())) record(*members[b], ids[b], nullptr);
+      return;
+    }
+    const Tensor logits = runner.forward(batch);
+    for (size_t b = 0; b < members.size(); ++b) {
+      Running& r = *members[b];
+      if (r.cached != static_cast<int>(r.tokens.size())) continue;
+      const float* row = logits.row(static_cast<int64_t>(b));
+      record(r, sample_token(row, vocab, requests[r.index].sampling, r.rng), row);
     }
   };
   for (auto& r : running)
@@ -126,9 +144,7 @@ std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<Gene
       members.push_back(&r);
     }
     if (members.empty()) break;
-    Tensor logits = runner.forward(batch);
-    for (size_t b = 0; b < members.size(); ++b)
-      if (members[b]->cached == static_cast<int>(members[b]->tokens.size())) take(*members[b], logits, static_cast<int>(b));
+    step(batch, members);
   }
 
   // Decode: one token per unfinished request per step.
@@ -142,8 +158,7 @@ std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<Gene
       members.push_back(&r);
     }
     if (members.empty()) break;
-    Tensor logits = runner.forward(batch);
-    for (size_t b = 0; b < members.size(); ++b) take(*members[b], logits, static_cast<int>(b));
+    step(batch, members);
   }
 
   for (auto& r : running) memory.release(r.req_pool_idx, r.cached);

@@ -11,6 +11,7 @@
 #include "cache/req_to_token_pool.h"
 #include "model/causal_lm.h"
 #include "model/weights.h"
+#include "runtime/device_executor.h"
 
 namespace strata {
 
@@ -18,6 +19,7 @@ struct RunnerOptions {
   std::string device = "cpu";
   std::string attention_backend = "auto";
   int page_size = 1;
+  double mem_fraction_static = 0.88;  // GPU: share of device memory for weights + KV cache
   int max_running_requests = 16;
   int max_context_len = 0;       // 0: the model's max_position_embeddings (or 32768)
   int64_t max_total_tokens = 0;  // KV slots; 0: max_running_requests * max_context_len, capped
@@ -37,10 +39,14 @@ class ModelRunner {
 
   // One forward pass. hidden_in: the previous stage's output (non-first stages only).
   Tensor forward(const ForwardBatch& batch, const Tensor& hidden_in = {});
+  // One forward pass of the last stage, returning the argmax of each logits row (greedy
+  // sampling; on a GPU it runs there and no logits are copied back).
+  std::vector<int32_t> forward_greedy(const ForwardBatch& batch);
 
   const ModelConfig& config() const { return config_; }
   const RunnerOptions& options() const { return options_; }
-  CausalLM& model() { return *model_; }
+  CausalLM& model() { return *model_; }  // host models only (device: see executor())
+  DeviceExecutor* executor() { return executor_.get(); }  // null on --device cpu
   TokenMemory& memory() { return *memory_; }
   KVPool* kv_pool() { return kv_pool_.get(); }  // null when the stage has no attention layer
   AttentionBackend* attention() { return attention_.get(); }
@@ -55,6 +61,7 @@ class ModelRunner {
   std::unique_ptr<TokenMemory> memory_;
   std::unique_ptr<KVPool> kv_pool_;
   std::unique_ptr<AttentionBackend> attention_;
+  std::unique_ptr<DeviceExecutor> executor_;
 };
 
 }  // namespace strata
