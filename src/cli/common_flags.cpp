@@ -13,6 +13,7 @@ void ModelFlags::add_to(CLI::App& app) {
   app.add_option("--attention-backend", attention_backend, "auto | cpu | cuda");
   app.add_option("--mem-fraction-static", mem_fraction_static,
                  "GPU: share of device memory for weights and KV cache (the KV pool gets what weights leave)");
+  app.add_flag("--disable-cuda-graph", disable_cuda_graph, "GPU: launch decode steps kernel by kernel");
   app.add_option("--page-size", page_size, "KV cache page size in tokens");
   app.add_option("--pp-size", pp_size, "pipeline-parallel stages");
   app.add_option("--threads", threads, "CPU threads (0: all cores)");
@@ -30,6 +31,7 @@ RunnerOptions ModelFlags::runner_options() const {
   o.attention_backend = attention_backend;
   o.page_size = page_size;
   o.mem_fraction_static = mem_fraction_static;
+  o.cuda_graph = !disable_cuda_graph;
   o.threads = threads;
   o.max_context_len = context_length;
   o.max_total_tokens = max_total_tokens;

@@ -14,6 +14,7 @@ struct ModelFlags {
   std::string attention_backend = "auto";
   int page_size = 1;
   double mem_fraction_static = 0.88;
+  bool disable_cuda_graph = false;
   int pp_size = 1;
   int threads = 0;
   int context_length = 0;

@@ -20,6 +20,7 @@ struct RunnerOptions {
   std::string attention_backend = "auto";
   int page_size = 1;
   double mem_fraction_static = 0.88;  // GPU: share of device memory for weights + KV cache
+  bool cuda_graph = true;             // GPU: replay decode steps as CUDA graphs
   int max_running_requests = 16;
   int max_context_len = 0;       // 0: the model's max_position_embeddings (or 32768)
   int64_t max_total_tokens = 0;  // KV slots; 0: max_running_requests * max_context_len, capped

@@ -45,9 +45,8 @@ __device__ __forceinline__ bf16 cast_out<bf16>(float v) { return __float2bfloat1
 // A key row is spread over LANES = DP / 8 lanes (16 bytes each), so a warp reads 32 / LANES
 // keys at once; U keys per lane group are loaded before any is used, to keep loads in flight.
 constexpr int kDecodeWarps = 4;
-constexpr int kDecodeUnroll = 4;
 
-template <int DP, int GT>
+template <int DP, int GT, int kDecodeUnroll>
 __global__ __launch_bounds__(kDecodeWarps * 32) void decode_stage1_kernel(const float* q, DeviceKV kv, PagedBatch batch,
                                                                           AttentionParams p, int num_splits,
                                                                           float* partial_out, float* partial_lse) {
@@ -204,15 +203,15 @@ __global__ void decode_stage2_kernel(const float* partial_out, const float* part
   }
 }
 
-template <int DP>
+template <int DP, int U>
 void launch_stage1_dp(int gt, dim3 grid, const float* q, const DeviceKV& kv, const PagedBatch& batch,
                       const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream) {
   const dim3 block(kDecodeWarps * 32);
   switch (gt) {
-    case 8: decode_stage1_kernel<DP, 8><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse); break;
-    case 4: decode_stage1_kernel<DP, 4><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse); break;
-    case 2: decode_stage1_kernel<DP, 2><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse); break;
-    default: decode_stage1_kernel<DP, 1><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse); break;
+    case 8: decode_stage1_kernel<DP, 8, U><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse); break;
+    case 4: decode_stage1_kernel<DP, 4, U><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse); break;
+    case 2: decode_stage1_kernel<DP, 2, U><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse); break;
+    default: decode_stage1_kernel<DP, 1, U><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse); break;
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }
@@ -240,10 +239,15 @@ void decode_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch, co
   const int gt = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
   const dim3 grid(batch.batch, kv.num_kv_heads * (group / gt), ws.num_splits);
   const int width = std::max(kv.k_head_dim, kv.v_head_dim);
-  if (width <= 32) launch_stage1_dp<32>(gt, grid, q, kv, batch, p, ws, stream);
-  else if (width <= 64) launch_stage1_dp<64>(gt, grid, q, kv, batch, p, ws, stream);
-  else if (width <= 128) launch_stage1_dp<128>(gt, grid, q, kv, batch, p, ws, stream);
-  else launch_stage1_dp<256>(gt, grid, q, kv, batch, p, ws, stream);
+  // Keys loaded ahead per lane group: tuned on the H200 for 128-wide heads (the bench
+  // sweeps it, see docs/benchmarks-cuda.md); wider heads keep fewer to save registers.
+  const int unroll = ws.unroll > 0 ? ws.unroll : kDefaultDecodeUnroll;
+  if (width <= 32) launch_stage1_dp<32, 4>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 64) launch_stage1_dp<64, 4>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 128 && unroll == 2) launch_stage1_dp<128, 2>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 128 && unroll == 8) launch_stage1_dp<128, 8>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 128) launch_stage1_dp<128, 4>(gt, grid, q, kv, batch, p, ws, stream);
+  else launch_stage1_dp<256, 2>(gt, grid, q, kv, batch, p, ws, stream);
   decode_stage2_kernel<OutT><<<dim3(batch.batch, p.num_q_heads), 128, 0, stream>>>(
       ws.partial_out, ws.partial_lse, p.num_q_heads, kv.v_head_dim, ws.num_splits, batch.token_offsets, out);
   STRATA_CUDA_CHECK_LAUNCH();
@@ -431,10 +435,11 @@ void extend_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch, co
 
 }  // namespace
 
-int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms) {
+int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms, int blocks_per_sm) {
   constexpr int kMinKeysPerSplit = 64;
   const int blocks = std::max(1, batch * num_kv_heads);
-  const int for_occupancy = (8 * num_sms + blocks - 1) / blocks;
+  const int target = (blocks_per_sm > 0 ? blocks_per_sm : kDefaultDecodeBlocksPerSm) * num_sms;
+  const int for_occupancy = (target + blocks - 1) / blocks;
   const int for_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
   return std::clamp(std::min(for_occupancy, for_length), 1, kMaxDecodeSplits);
 }

@@ -41,7 +41,10 @@ struct DecodeWorkspace {
   float* partial_out = nullptr;
   float* partial_lse = nullptr;
   int num_splits = 1;
+  int unroll = 0;  // keys loaded ahead per lane group (2, 4, 8); 0: the tuned default
 };
+constexpr int kDefaultDecodeUnroll = 4;
+constexpr int kDefaultDecodeBlocksPerSm = 8;
 void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p,
                       const DecodeWorkspace& ws, bf16* out, cudaStream_t stream);
 void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p,
@@ -49,7 +52,8 @@ void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batc
 
 // KV splits for a decode batch: enough blocks to fill the GPU several times over, but no
 // split shorter than a useful stretch of keys.
-int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms);
+// `blocks_per_sm` 0: the tuned default.
+int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms, int blocks_per_sm = 0);
 constexpr int kMaxDecodeSplits = 32;
 
 // Extend (prefill, chunked prefill): each new token attends causally to its request's cached

@@ -75,17 +75,25 @@ int run(int argc, char** argv) {
   p.scale = 0.088f;
   int sms = 0;
   STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int splits = choose_decode_splits(batch, hkv, context, sms);
-  DeviceBuffer partial(size_t(batch) * hq * splits * d * 4), lse(size_t(batch) * hq * splits * 4);
-  DecodeWorkspace ws{partial.as<float>(), lse.as<float>(), splits};
-  const double ms = median_ms([&] { decode_attention(q.as<float>(), kv, pb, p, ws, out.as<bf16>(), nullptr); }, 5, 50);
+  // The shipped choice first, then a sweep of split targets and load depths.
+  DeviceBuffer partial(size_t(batch) * hq * kMaxDecodeSplits * d * 4), lse(size_t(batch) * hq * kMaxDecodeSplits * 4);
   const double kv_bytes = double(batch) * context * width * 2 /*k and v*/ * 2 /*bf16*/;
-  const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
-  std::printf(
-      "{\"batch\": %d, \"context\": %d, \"q_heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"splits\": %d, "
-      "\"kv_bytes\": %.0f, \"median_ms\": %.4f, \"achieved_GBps\": %.1f, \"copy_GBps\": %.1f, "
-      "\"fraction_of_copy\": %.3f}\n",
-      batch, context, hq, hkv, d, splits, kv_bytes, ms, gbs, copy_gbs, gbs / copy_gbs);
+  auto measure = [&](int blocks_per_sm, int unroll, bool shipped) {
+    const int splits = choose_decode_splits(batch, hkv, context, sms, blocks_per_sm);
+    DecodeWorkspace ws{partial.as<float>(), lse.as<float>(), splits, unroll};
+    const double ms =
+        median_ms([&] { decode_attention(q.as<float>(), kv, pb, p, ws, out.as<bf16>(), nullptr); }, 5, 50);
+    const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
+    std::printf(
+        "{\"shipped\": %s, \"batch\": %d, \"context\": %d, \"q_heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, "
+        "\"blocks_per_sm\": %d, \"unroll\": %d, \"splits\": %d, \"kv_bytes\": %.0f, \"median_ms\": %.4f, "
+        "\"achieved_GBps\": %.1f, \"copy_GBps\": %.1f, \"fraction_of_copy\": %.3f}\n",
+        shipped ? "true" : "false", batch, context, hq, hkv, d, blocks_per_sm, unroll, splits, kv_bytes, ms, gbs,
+        copy_gbs, gbs / copy_gbs);
+  };
+  measure(0, 0, true);
+  for (int blocks_per_sm : {4, 8, 16, 32})
+    for (int unroll : {2, 4, 8}) measure(blocks_per_sm, unroll, false);
   return 0;
 }
 

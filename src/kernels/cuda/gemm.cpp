@@ -8,10 +8,14 @@ namespace strata::cuda {
 Blas::Blas(cudaStream_t stream) {
   STRATA_CUBLAS_CHECK(cublasCreate(&handle_));
   STRATA_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+  constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  STRATA_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  STRATA_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_, kWorkspaceBytes));
 }
 
 Blas::~Blas() {
   if (handle_) cublasDestroy(handle_);
+  if (workspace_) cudaFree(workspace_);
 }
 
 void Blas::linear(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y, float beta) const {

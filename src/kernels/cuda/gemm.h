@@ -21,6 +21,7 @@ class Blas {
 
  private:
   cublasHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;  // ours, so that CUDA graph capture never makes cuBLAS allocate
 };
 
 }  // namespace strata::cuda

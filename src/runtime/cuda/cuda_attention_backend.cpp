@@ -20,6 +20,20 @@ CudaAttentionBackend::~CudaAttentionBackend() {
 }
 
 void CudaAttentionBackend::prepare(const ForwardBatch& batch) {
+  stage(batch);
+  upload();
+}
+
+int CudaAttentionBackend::decode_splits(int num_kv_heads) const {
+  return forced_splits_ > 0 ? std::min(forced_splits_, cuda::kMaxDecodeSplits)
+                            : cuda::choose_decode_splits(batch_size_, num_kv_heads, max_seq_len_, cuda::sm_count());
+}
+
+std::vector<const void*> CudaAttentionBackend::buffer_signature() const {
+  return {req_to_token_.data(), meta_.data(), staging_, partial_out_.data(), partial_lse_.data()};
+}
+
+void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   const int t = batch.num_tokens(), b = batch.batch_size();
   STRATA_CHECK(static_cast<int>(batch.positions.size()) == t && static_cast<int>(batch.out_cache_loc.size()) == t &&
                    static_cast<int>(batch.prefix_lens.size()) == b && static_cast<int>(batch.extend_lens.size()) == b,
@@ -68,12 +82,17 @@ void CudaAttentionBackend::prepare(const ForwardBatch& batch) {
   for (int i = 0; i <= b; ++i) staging_[off_offsets_ + i] = offsets[i];
   for (int i = 0; i < b; ++i) staging_[off_last_ + i] = offsets[i + 1] - 1;
   meta_.ensure(count * sizeof(int32_t));
-  STRATA_CUDA_CHECK(
-      cudaMemcpyAsync(meta_.data(), staging_, count * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  const int32_t* m = meta_.as<int32_t>();
-  cuda::scatter_req_to_token(m + off_req_, m + off_prefix_, m + off_offsets_, m + off_loc_, b, max_extend_,
-                             req_to_token_.as<int32_t>(), max_context_len_, stream_);
+  staged_count_ = count;
   prepared_ = true;
+}
+
+void CudaAttentionBackend::upload() {
+  STRATA_CHECK(prepared_, "upload before stage");
+  STRATA_CUDA_CHECK(
+      cudaMemcpyAsync(meta_.data(), staging_, staged_count_ * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  const int32_t* m = meta_.as<int32_t>();
+  cuda::scatter_req_to_token(m + off_req_, m + off_prefix_, m + off_offsets_, m + off_loc_, batch_size_, max_extend_,
+                             req_to_token_.as<int32_t>(), max_context_len_, stream_);
 }
 
 void CudaAttentionBackend::forward(const AttentionCall& call, const float* q, const float* k, const float* v,
@@ -118,9 +137,7 @@ void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const 
   p.softcap = call.logit_softcap;
 
   if (mode_ == ForwardMode::Decode) {
-    const int splits = forced_splits_ > 0 ? std::min(forced_splits_, cuda::kMaxDecodeSplits)
-                                          : cuda::choose_decode_splits(batch_size_, layout.num_kv_heads,
-                                                                       max_seq_len_, cuda::sm_count());
+    const int splits = decode_splits(layout.num_kv_heads);
     // Sized from the pool's layout report: Lv is the cached value width (DESIGN.md §1.2).
     partial_shape_ = {batch_size_, call.num_q_heads, splits, max_lv_};
     const size_t parts = static_cast<size_t>(batch_size_) * call.num_q_heads * splits;

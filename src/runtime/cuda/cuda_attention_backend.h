@@ -17,7 +17,16 @@ class CudaAttentionBackend : public AttentionBackend {
   CudaAttentionBackend(DeviceKVPool* pool, int max_requests, int max_context_len, cudaStream_t stream);
   ~CudaAttentionBackend() override;
   std::string name() const override { return "cuda"; }
-  void prepare(const ForwardBatch& batch) override;
+  void prepare(const ForwardBatch& batch) override;  // stage() then upload()
+  // Host half of prepare: checks the batch and fills the pinned staging copy of its metadata.
+  void stage(const ForwardBatch& batch);
+  // Device half: one copy of the staged metadata, then the request-table update. Only device
+  // work, so a CUDA graph can capture it (replays copy whatever stage() left in the buffer).
+  void upload();
+  // Decode split count the next decode pass will use (part of a CUDA graph's key).
+  int decode_splits(int num_kv_heads) const;
+  // Every device/pinned buffer a captured pass refers to; a graph is valid while this holds.
+  std::vector<const void*> buffer_signature() const;
   // q [T, Hq * Dk], k [T, k_width], v [T, v_width], out [T, Hq * Dv]: device memory, f32.
   void forward(const AttentionCall& call, const float* q, const float* k, const float* v, float* out) override;
   // What the model executor calls: q, k, v are column ranges of one [T, row_stride] buffer,
@@ -47,7 +56,7 @@ class CudaAttentionBackend : public AttentionBackend {
   cuda::DeviceBuffer req_to_token_;  // [max_requests, max_context_len] int32
   cuda::DeviceBuffer meta_;          // the batch's int32 arrays, one upload
   int32_t* staging_ = nullptr;       // pinned host copy of meta_
-  size_t staging_capacity_ = 0;
+  size_t staging_capacity_ = 0, staged_count_ = 0;
   int64_t off_ids_ = 0, off_pos_ = 0, off_loc_ = 0, off_req_ = 0, off_prefix_ = 0, off_offsets_ = 0, off_last_ = 0;
   ForwardMode mode_ = ForwardMode::Extend;
   int batch_size_ = 0, num_tokens_ = 0, max_extend_ = 0, max_seq_len_ = 0;

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "core/error.h"
 #include "kernels/cuda/gemm.h"
@@ -58,6 +60,7 @@ class CudaLlamaExecutor : public DeviceExecutor {
   }
 
   ~CudaLlamaExecutor() override {
+    for (auto& [_, g] : graphs_) cudaGraphExecDestroy(g.exec);
     attention_.reset();
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -170,13 +173,63 @@ class CudaLlamaExecutor : public DeviceExecutor {
     logits_.ensure(static_cast<size_t>(rows) * c_.vocab_size * sizeof(float));
   }
 
-  // One forward pass into logits_; returns its number of rows.
+  // One forward pass into logits_; returns its number of rows. Decode passes replay a CUDA
+  // graph per (batch, splits) shape: one eager pass first (buffers settle, cuBLAS picks its
+  // algorithms), then a capture, then replays, valid while no buffer has moved.
   int run(const ForwardBatch& batch) {
     STRATA_CHECK(attention_ != nullptr, "forward before the KV pool is attached");
-    attention_->prepare(batch);
-    const int t = batch.num_tokens(), h = c_.hidden_size, inter = c_.intermediate_size;
+    attention_->stage(batch);
+    const int t = batch.num_tokens();
     const int rows = batch.return_all_logits ? t : batch.batch_size();
     ensure_activations(t, rows);
+    if (!options_.cuda_graph || batch.mode != ForwardMode::Decode) {
+      launch(t, rows, batch.return_all_logits);
+      return rows;
+    }
+    const GraphKey key{t, rows, attention_->decode_splits(hkv_), batch.return_all_logits};
+    const std::vector<const void*> signature = buffer_signature();
+    auto it = graphs_.find(key);
+    if (it != graphs_.end() && it->second.signature != signature) {
+      cudaGraphExecDestroy(it->second.exec);
+      graphs_.erase(it);
+      it = graphs_.end();
+    }
+    if (it == graphs_.end()) {
+      if (warmed_.insert(key).second) {
+        launch(t, rows, batch.return_all_logits);
+        return rows;
+      }
+      STRATA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      try {
+        launch(t, rows, batch.return_all_logits);
+      } catch (...) {
+        cudaGraph_t broken = nullptr;
+        cudaStreamEndCapture(stream_, &broken);
+        if (broken) cudaGraphDestroy(broken);
+        throw;
+      }
+      cudaGraph_t graph = nullptr;
+      STRATA_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      STRATA_CUDA_CHECK(err);
+      it = graphs_.emplace(key, CapturedGraph{exec, signature}).first;
+    }
+    STRATA_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
+    return rows;
+  }
+
+  std::vector<const void*> buffer_signature() const {
+    std::vector<const void*> sig = attention_->buffer_signature();
+    for (const DeviceBuffer* b : {&hidden_, &x_bf16_, &qkv_, &gate_up_, &act_, &logits_}) sig.push_back(b->data());
+    return sig;
+  }
+
+  // Everything a pass puts on the stream: device work only (graph-capturable).
+  void launch(int t, int rows, bool all_logits) {
+    const int h = c_.hidden_size, inter = c_.intermediate_size;
+    attention_->upload();
     float* hidden = hidden_.as<float>();
     float* qkv = qkv_.as<float>();
     bf16* x = x_bf16_.as<bf16>();
@@ -209,12 +262,21 @@ class CudaLlamaExecutor : public DeviceExecutor {
       if (l.down_bias.data()) cuda::add_bias(hidden, l.down_bias.as<float>(), t, h, s);
     }
     // Logits only where needed: each request's last token unless all are asked for.
-    cuda::rms_norm(hidden, batch.return_all_logits ? nullptr : attention_->last_token_rows(),
-                   final_norm_.as<float>(), rows, h, eps_, 0.0f, x, s);
+    cuda::rms_norm(hidden, all_logits ? nullptr : attention_->last_token_rows(), final_norm_.as<float>(), rows, h,
+                   eps_, 0.0f, x, s);
     const bf16* head = c_.tie_word_embeddings ? embed_.as<bf16>() : lm_head_.as<bf16>();
     blas_->linear(x, rows, h, head, c_.vocab_size, logits_.as<float>());
-    return rows;
   }
+
+  struct GraphKey {
+    int tokens, rows, splits;
+    bool all_logits;
+    auto operator<=>(const GraphKey&) const = default;
+  };
+  struct CapturedGraph {
+    cudaGraphExec_t exec;
+    std::vector<const void*> signature;
+  };
 
   ModelConfig c_;
   RunnerOptions options_;
@@ -231,6 +293,8 @@ class CudaLlamaExecutor : public DeviceExecutor {
   std::unique_ptr<DeviceKVPool> pool_;
   std::unique_ptr<CudaAttentionBackend> attention_;
   DeviceBuffer hidden_, x_bf16_, qkv_, gate_up_, act_, logits_, ids_;
+  std::map<GraphKey, CapturedGraph> graphs_;
+  std::set<GraphKey> warmed_;
 };
 
 }  // namespace
