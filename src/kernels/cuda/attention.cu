@@ -242,11 +242,13 @@ void decode_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch, co
   // Keys loaded ahead per lane group: tuned on the H200 for 128-wide heads (the bench
   // sweeps it, see docs/benchmarks-cuda.md); wider heads keep fewer to save registers.
   const int unroll = ws.unroll > 0 ? ws.unroll : kDefaultDecodeUnroll;
-  if (width <= 32) launch_stage1_dp<32, 4>(gt, grid, q, kv, batch, p, ws, stream);
-  else if (width <= 64) launch_stage1_dp<64, 4>(gt, grid, q, kv, batch, p, ws, stream);
+  if (width <= 32) launch_stage1_dp<32, 2>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 64) launch_stage1_dp<64, 2>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 128 && unroll == 1) launch_stage1_dp<128, 1>(gt, grid, q, kv, batch, p, ws, stream);
   else if (width <= 128 && unroll == 2) launch_stage1_dp<128, 2>(gt, grid, q, kv, batch, p, ws, stream);
   else if (width <= 128 && unroll == 8) launch_stage1_dp<128, 8>(gt, grid, q, kv, batch, p, ws, stream);
-  else if (width <= 128) launch_stage1_dp<128, 4>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 128 && unroll == 4) launch_stage1_dp<128, 4>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 128) launch_stage1_dp<128, 2>(gt, grid, q, kv, batch, p, ws, stream);
   else launch_stage1_dp<256, 2>(gt, grid, q, kv, batch, p, ws, stream);
   decode_stage2_kernel<OutT><<<dim3(batch.batch, p.num_q_heads), 128, 0, stream>>>(
       ws.partial_out, ws.partial_lse, p.num_q_heads, kv.v_head_dim, ws.num_splits, batch.token_offsets, out);

@@ -41,10 +41,12 @@ struct DecodeWorkspace {
   float* partial_out = nullptr;
   float* partial_lse = nullptr;
   int num_splits = 1;
-  int unroll = 0;  // keys loaded ahead per lane group (2, 4, 8); 0: the tuned default
+  int unroll = 0;  // keys loaded ahead per lane group (1, 2, 4, 8); 0: the tuned default
 };
-constexpr int kDefaultDecodeUnroll = 4;
-constexpr int kDefaultDecodeBlocksPerSm = 8;
+// Tuned on the H200 (bench sweep, docs/benchmarks-cuda.md): fewer keys in flight per lane
+// but more resident blocks won (2: 52% of copy bandwidth at 64 x 4096, 4: 37%, 8: 24%).
+constexpr int kDefaultDecodeUnroll = 2;
+constexpr int kDefaultDecodeBlocksPerSm = 4;
 void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p,
                       const DecodeWorkspace& ws, bf16* out, cudaStream_t stream);
 void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p,

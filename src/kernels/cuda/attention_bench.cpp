@@ -92,8 +92,8 @@ int run(int argc, char** argv) {
         copy_gbs, gbs / copy_gbs);
   };
   measure(0, 0, true);
-  for (int blocks_per_sm : {4, 8, 16, 32})
-    for (int unroll : {2, 4, 8}) measure(blocks_per_sm, unroll, false);
+  for (int blocks_per_sm : {2, 4, 8, 16})
+    for (int unroll : {1, 2, 4}) measure(blocks_per_sm, unroll, false);
   return 0;
 }
 
