@@ -128,6 +128,7 @@ int run(const BenchFlags& f) {
 void add_bench_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand("bench-one-batch", "time prefill and decode of one static batch");
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   flags->model.add_to(*cmd);
   cmd->add_option("--batch-size", flags->batch_size, "requests in the batch");
   cmd->add_option("--input-len", flags->input_len, "prompt tokens per request");

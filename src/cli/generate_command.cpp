@@ -119,6 +119,7 @@ int run(const GenerateFlags& f) {
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<GenerateFlags>();
   CLI::App* cmd = app.add_subcommand("generate", "generate from prompts given as token ids, as one batch");
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   flags->model.add_to(*cmd);
   cmd->add_option("--input-ids", flags->input_ids, "comma-separated prompt token ids");
   cmd->add_option("--input-ids-file", flags->input_ids_file, "one comma-separated prompt per line; all run as one batch");
