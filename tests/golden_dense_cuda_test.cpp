@@ -27,7 +27,8 @@ constexpr double kBf16LogitTolerance = 0.06;
 
 double logits_std(const Tensor& t) {
   double sum = 0, sq = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) sum += t.data()[i], sq += double(t.data()[i]) * t.data()[i];
+  for (int64_t i = 0; i < t.numel(); ++i)
+    sum += t.data()[i], sq += double(t.data()[i]) * t.data()[i];
   const double mean = sum / t.numel();
   return std::sqrt(std::max(0.0, sq / t.numel() - mean * mean));
 }
@@ -50,7 +51,8 @@ class DenseGoldenCuda : public testing::TestWithParam<Case> {
     if (!cuda_available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
     ref_ = load_reference(GetParam().fixture);
     config_ = ModelConfig::load(fixture_dir(GetParam().fixture));
-    if (GetParam().fixture == "llama_bf16") config_.rope.inv_freq_dtype = "bf16";  // see golden_dense_test
+    if (GetParam().fixture == "llama_bf16")
+      config_.rope.inv_freq_dtype = "bf16";  // see golden_dense_test
     RunnerOptions o = default_options(GetParam().page_size);
     o.device = "cuda";
     runner_ = std::make_unique<ModelRunner>(config_, o);
@@ -68,8 +70,9 @@ TEST_P(DenseGoldenCuda, PrefillLogitsWithinBf16Tolerance) {
   for (size_t i = 0; i < ref_.input_ids.size(); ++i) {
     const Tensor logits = prefill_all_logits(*runner_, ref_.input_ids[i]);
     const double err = max_abs_diff(logits, ref_.logits[i]);
-    std::printf("[ cuda     ] %s prompt %zu (%zu tokens): max |logit error| %.4g (tolerance %.4g)\n",
-                GetParam().fixture.c_str(), i, ref_.input_ids[i].size(), err, tolerance_);
+    std::printf(
+        "[ cuda     ] %s prompt %zu (%zu tokens): max |logit error| %.4g (tolerance %.4g)\n",
+        GetParam().fixture.c_str(), i, ref_.input_ids[i].size(), err, tolerance_);
     EXPECT_LE(err, tolerance_) << "prompt " << i;
   }
 }
@@ -84,14 +87,18 @@ TEST_P(DenseGoldenCuda, GreedyIdsMatchWhereTheMarginAllows) {
     int checked = 0;
     // Step s is compared while every earlier token equals the reference (same inputs).
     for (int s = 0; s < 10; ++s) {
-      EXPECT_LE(max_abs_diff(with_logits[i].logits[s].data(), ref_.greedy_logits[i].row(s), vocab), tolerance_)
+      EXPECT_LE(max_abs_diff(with_logits[i].logits[s].data(), ref_.greedy_logits[i].row(s), vocab),
+                tolerance_)
           << "prompt " << i << " step " << s;
-      if (margin(ref_.greedy_logits[i].row(s), vocab) <= 2 * tolerance_) break;  // a near tie: either pick is right
+      if (margin(ref_.greedy_logits[i].row(s), vocab) <= 2 * tolerance_)
+        break;  // a near tie: either pick is right
       ++checked;
-      EXPECT_EQ(with_logits[i].output_ids[s], ref_.greedy_ids[i][s]) << "prompt " << i << " step " << s;
+      EXPECT_EQ(with_logits[i].output_ids[s], ref_.greedy_ids[i][s])
+          << "prompt " << i << " step " << s;
       if (with_logits[i].output_ids[s] != ref_.greedy_ids[i][s]) break;
     }
-    std::printf("[ cuda     ] %s prompt %zu: %d greedy steps compared\n", GetParam().fixture.c_str(), i, checked);
+    std::printf("[ cuda     ] %s prompt %zu: %d greedy steps compared\n",
+                GetParam().fixture.c_str(), i, checked);
   }
 }
 
@@ -105,11 +112,13 @@ TEST_P(DenseGoldenCuda, ChunkedPrefillAgreesWithWholePrefill) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DenseGoldenCuda,
-                         testing::Values(Case{"llama", 1}, Case{"llama", 16}, Case{"llama3_rope", 1},
-                                         Case{"llama_bf16", 16}, Case{"qwen2", 1}, Case{"qwen2", 16},
-                                         Case{"qwen3", 1}, Case{"mistral_swa", 1}, Case{"mistral_swa", 16}),
+                         testing::Values(Case{"llama", 1}, Case{"llama", 16},
+                                         Case{"llama3_rope", 1}, Case{"llama_bf16", 16},
+                                         Case{"qwen2", 1}, Case{"qwen2", 16}, Case{"qwen3", 1},
+                                         Case{"mistral_swa", 1}, Case{"mistral_swa", 16}),
                          [](const testing::TestParamInfo<Case>& info) {
-                           return info.param.fixture + "_page" + std::to_string(info.param.page_size);
+                           return info.param.fixture + "_page" +
+                                  std::to_string(info.param.page_size);
                          });
 
 }  // namespace strata::test

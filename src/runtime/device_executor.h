@@ -35,8 +35,10 @@ class DeviceExecutor {
 #ifdef STRATA_WITH_CUDA
 // Problems that keep `config` from running on --device cuda with `options`, in plain words
 // (the CUDA capability table); empty when it can run.
-std::vector<std::string> cuda_configuration_problems(const ModelConfig& config, const RunnerOptions& options);
-std::unique_ptr<DeviceExecutor> make_cuda_executor(const ModelConfig& config, const RunnerOptions& options);
+std::vector<std::string> cuda_configuration_problems(const ModelConfig& config,
+                                                     const RunnerOptions& options);
+std::unique_ptr<DeviceExecutor> make_cuda_executor(const ModelConfig& config,
+                                                   const RunnerOptions& options);
 #endif
 
 // True when this build can use a CUDA GPU now; otherwise `why` says what is missing (a

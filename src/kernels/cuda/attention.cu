@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cfloat>
-
 #include <string>
+
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_check.h"
 
@@ -31,14 +31,20 @@ __device__ __forceinline__ void load8(const bf16* p, bool in_range, float (&out)
   }
 }
 
-__device__ __forceinline__ float soft_cap(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
+__device__ __forceinline__ float soft_cap(float s, float cap) {
+  return cap > 0.0f ? cap * tanhf(s / cap) : s;
+}
 
 template <typename T>
 __device__ __forceinline__ T cast_out(float v);
 template <>
-__device__ __forceinline__ float cast_out<float>(float v) { return v; }
+__device__ __forceinline__ float cast_out<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ bf16 cast_out<bf16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ bf16 cast_out<bf16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 
 // ---------------------------------------------------------------------------------------
 // Decode stage 1. Block = (request, group of GT query heads sharing one KV head, split).
@@ -47,9 +53,11 @@ __device__ __forceinline__ bf16 cast_out<bf16>(float v) { return __float2bfloat1
 constexpr int kDecodeWarps = 4;
 
 template <int DP, int GT, int kDecodeUnroll>
-__global__ __launch_bounds__(kDecodeWarps * 32) void decode_stage1_kernel(const float* q, DeviceKV kv, PagedBatch batch,
-                                                                          AttentionParams p, int num_splits,
-                                                                          float* partial_out, float* partial_lse) {
+__global__ __launch_bounds__(kDecodeWarps *
+                             32) void decode_stage1_kernel(const float* q, DeviceKV kv,
+                                                           PagedBatch batch, AttentionParams p,
+                                                           int num_splits, float* partial_out,
+                                                           float* partial_lse) {
   constexpr int LANES = DP / 8, KPW = 32 / LANES, STEP = kDecodeWarps * KPW;
   const int b = blockIdx.x, split = blockIdx.z;
   const int group = p.num_q_heads / kv.num_kv_heads, chunks = group / GT;
@@ -82,7 +90,8 @@ __global__ __launch_bounds__(kDecodeWarps * 32) void decode_stage1_kernel(const 
     for (int j = 0; j < 8; ++j) acc[g][j] = 0.0f;
   }
 
-  const int32_t* row = batch.req_to_token + static_cast<int64_t>(batch.req_pool_indices[b]) * batch.req_to_token_stride;
+  const int32_t* row = batch.req_to_token +
+                       static_cast<int64_t>(batch.req_pool_indices[b]) * batch.req_to_token_stride;
   const bool k_in = sub * 8 < dk, v_in = sub * 8 < dv;
   // Warp-uniform loop bounds: every lane takes part in every shuffle.
   for (int base = begin + warp * KPW; base < end; base += kDecodeUnroll * STEP) {
@@ -181,8 +190,9 @@ __global__ __launch_bounds__(kDecodeWarps * 32) void decode_stage1_kernel(const 
 
 // Decode stage 2: out = sum_i e^{lse_i - M} o_i / sum_i e^{lse_i - M}. Block = (request, head).
 template <typename OutT>
-__global__ void decode_stage2_kernel(const float* partial_out, const float* partial_lse, int num_q_heads, int dv,
-                                     int num_splits, const int32_t* token_offsets, OutT* out) {
+__global__ void decode_stage2_kernel(const float* partial_out, const float* partial_lse,
+                                     int num_q_heads, int dv, int num_splits,
+                                     const int32_t* token_offsets, OutT* out) {
   const int b = blockIdx.x, h = blockIdx.y;
   const int64_t first = (static_cast<int64_t>(b) * num_q_heads + h) * num_splits;
   float mx = kNegInf;
@@ -204,31 +214,48 @@ __global__ void decode_stage2_kernel(const float* partial_out, const float* part
 }
 
 template <int DP, int U>
-void launch_stage1_dp(int gt, dim3 grid, const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                      const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream) {
+void launch_stage1_dp(int gt, dim3 grid, const float* q, const DeviceKV& kv,
+                      const PagedBatch& batch, const AttentionParams& p, const DecodeWorkspace& ws,
+                      cudaStream_t stream) {
   const dim3 block(kDecodeWarps * 32);
   switch (gt) {
-    case 8: decode_stage1_kernel<DP, 8, U><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse); break;
-    case 4: decode_stage1_kernel<DP, 4, U><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse); break;
-    case 2: decode_stage1_kernel<DP, 2, U><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse); break;
-    default: decode_stage1_kernel<DP, 1, U><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse); break;
+    case 8:
+      decode_stage1_kernel<DP, 8, U><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits,
+                                                                 ws.partial_out, ws.partial_lse);
+      break;
+    case 4:
+      decode_stage1_kernel<DP, 4, U><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits,
+                                                                 ws.partial_out, ws.partial_lse);
+      break;
+    case 2:
+      decode_stage1_kernel<DP, 2, U><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits,
+                                                                 ws.partial_out, ws.partial_lse);
+      break;
+    default:
+      decode_stage1_kernel<DP, 1, U><<<grid, block, 0, stream>>>(q, kv, batch, p, ws.num_splits,
+                                                                 ws.partial_out, ws.partial_lse);
+      break;
   }
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
 void check_shapes(const DeviceKV& kv, const AttentionParams& p) {
   if (kv.num_kv_heads <= 0 || p.num_q_heads % kv.num_kv_heads != 0)
-    throw_error("cuda attention: " + std::to_string(p.num_q_heads) + " query heads do not group over " +
-                std::to_string(kv.num_kv_heads) + " KV heads");
-  if (kv.k_head_dim % 8 != 0 || kv.v_head_dim % 8 != 0 || kv.k_head_dim > 256 || kv.v_head_dim > 256)
-    throw_error("cuda attention supports head widths that are multiples of 8 up to 256; this layer's cache is k " +
-                std::to_string(kv.k_head_dim) + " / v " + std::to_string(kv.v_head_dim) +
-                " wide: use --device cpu for this model");
+    throw_error("cuda attention: " + std::to_string(p.num_q_heads) +
+                " query heads do not group over " + std::to_string(kv.num_kv_heads) + " KV heads");
+  if (kv.k_head_dim % 8 != 0 || kv.v_head_dim % 8 != 0 || kv.k_head_dim > 256 ||
+      kv.v_head_dim > 256)
+    throw_error(
+        "cuda attention supports head widths that are multiples of 8 up to 256; this layer's cache "
+        "is k " +
+        std::to_string(kv.k_head_dim) + " / v " + std::to_string(kv.v_head_dim) +
+        " wide: use --device cpu for this model");
 }
 
 template <typename OutT>
-void decode_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p_in,
-                 const DecodeWorkspace& ws, OutT* out, cudaStream_t stream) {
+void decode_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                 const AttentionParams& p_in, const DecodeWorkspace& ws, OutT* out,
+                 cudaStream_t stream) {
   if (batch.batch == 0) return;
   check_shapes(kv, p_in);
   AttentionParams p = p_in;
@@ -242,16 +269,25 @@ void decode_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch, co
   // Keys loaded ahead per lane group: tuned on the H200 for 128-wide heads (the bench
   // sweeps it, see docs/benchmarks-cuda.md); wider heads keep fewer to save registers.
   const int unroll = ws.unroll > 0 ? ws.unroll : kDefaultDecodeUnroll;
-  if (width <= 32) launch_stage1_dp<32, 2>(gt, grid, q, kv, batch, p, ws, stream);
-  else if (width <= 64) launch_stage1_dp<64, 2>(gt, grid, q, kv, batch, p, ws, stream);
-  else if (width <= 128 && unroll == 1) launch_stage1_dp<128, 1>(gt, grid, q, kv, batch, p, ws, stream);
-  else if (width <= 128 && unroll == 2) launch_stage1_dp<128, 2>(gt, grid, q, kv, batch, p, ws, stream);
-  else if (width <= 128 && unroll == 8) launch_stage1_dp<128, 8>(gt, grid, q, kv, batch, p, ws, stream);
-  else if (width <= 128 && unroll == 4) launch_stage1_dp<128, 4>(gt, grid, q, kv, batch, p, ws, stream);
-  else if (width <= 128) launch_stage1_dp<128, 2>(gt, grid, q, kv, batch, p, ws, stream);
-  else launch_stage1_dp<256, 2>(gt, grid, q, kv, batch, p, ws, stream);
+  if (width <= 32)
+    launch_stage1_dp<32, 2>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 64)
+    launch_stage1_dp<64, 2>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 128 && unroll == 1)
+    launch_stage1_dp<128, 1>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 128 && unroll == 2)
+    launch_stage1_dp<128, 2>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 128 && unroll == 8)
+    launch_stage1_dp<128, 8>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 128 && unroll == 4)
+    launch_stage1_dp<128, 4>(gt, grid, q, kv, batch, p, ws, stream);
+  else if (width <= 128)
+    launch_stage1_dp<128, 2>(gt, grid, q, kv, batch, p, ws, stream);
+  else
+    launch_stage1_dp<256, 2>(gt, grid, q, kv, batch, p, ws, stream);
   decode_stage2_kernel<OutT><<<dim3(batch.batch, p.num_q_heads), 128, 0, stream>>>(
-      ws.partial_out, ws.partial_lse, p.num_q_heads, kv.v_head_dim, ws.num_splits, batch.token_offsets, out);
+      ws.partial_out, ws.partial_lse, p.num_q_heads, kv.v_head_dim, ws.num_splits,
+      batch.token_offsets, out);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
@@ -281,8 +317,9 @@ struct ExtendSmem {
 };
 
 template <typename OutT>
-__global__ __launch_bounds__(kExtendWarps * 32) void extend_kernel(const float* q, DeviceKV kv, PagedBatch batch,
-                                                                   AttentionParams p, int dp, OutT* out) {
+__global__ __launch_bounds__(kExtendWarps *
+                             32) void extend_kernel(const float* q, DeviceKV kv, PagedBatch batch,
+                                                    AttentionParams p, int dp, OutT* out) {
   extern __shared__ __align__(128) unsigned char smem[];
   const ExtendSmem layout(dp);
   bf16* Qs = reinterpret_cast<bf16*>(smem + layout.q);
@@ -306,12 +343,15 @@ __global__ __launch_bounds__(kExtendWarps * 32) void extend_kernel(const float* 
   const int first_pos = prefix + m0, last_pos = prefix + m0 + rows - 1;
   const int kv_begin = p.sliding_window > 0 ? max(0, first_pos - p.sliding_window + 1) : 0;
   const int kv_end = last_pos + 1;
-  const int32_t* req_row = batch.req_to_token + static_cast<int64_t>(batch.req_pool_indices[b]) * batch.req_to_token_stride;
+  const int32_t* req_row = batch.req_to_token + static_cast<int64_t>(batch.req_pool_indices[b]) *
+                                                    batch.req_to_token_stride;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
   for (int idx = tid; idx < kBM * dp; idx += blockDim.x) {
     const int r = idx / dp, c = idx % dp;
-    const float x = (r < rows && c < dk) ? q[static_cast<int64_t>(tok0 + m0 + r) * p.q_row_stride + h * dk + c] : 0.0f;
+    const float x = (r < rows && c < dk)
+                        ? q[static_cast<int64_t>(tok0 + m0 + r) * p.q_row_stride + h * dk + c]
+                        : 0.0f;
     Qs[r * ldh + c] = __float2bfloat16_rn(x);
     Os[r * ldo + c] = 0.0f;
   }
@@ -331,8 +371,10 @@ __global__ __launch_bounds__(kExtendWarps * 32) void extend_kernel(const float* 
       uint4 kval = make_uint4(0, 0, 0, 0), vval = make_uint4(0, 0, 0, 0);
       if (kp < kv_end) {
         const int64_t slot = req_row[kp];
-        if (c < dk) kval = *reinterpret_cast<const uint4*>(kv.k + slot * kv.k_row_stride + kv_head * dk + c);
-        if (c < dv) vval = *reinterpret_cast<const uint4*>(kv.v + slot * kv.v_row_stride + kv_head * dv + c);
+        if (c < dk)
+          kval = *reinterpret_cast<const uint4*>(kv.k + slot * kv.k_row_stride + kv_head * dk + c);
+        if (c < dv)
+          vval = *reinterpret_cast<const uint4*>(kv.v + slot * kv.v_row_stride + kv_head * dv + c);
       }
       *reinterpret_cast<uint4*>(Ks + n * ldh + c) = kval;
       *reinterpret_cast<uint4*>(Vs + n * ldh + c) = vval;
@@ -420,15 +462,16 @@ __global__ __launch_bounds__(kExtendWarps * 32) void extend_kernel(const float* 
 }
 
 template <typename OutT>
-void extend_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p_in,
-                 int max_extend, OutT* out, cudaStream_t stream) {
+void extend_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                 const AttentionParams& p_in, int max_extend, OutT* out, cudaStream_t stream) {
   if (batch.batch == 0 || max_extend == 0) return;
   check_shapes(kv, p_in);
   AttentionParams p = p_in;
   if (p.q_row_stride == 0) p.q_row_stride = static_cast<int64_t>(p.num_q_heads) * kv.k_head_dim;
   const int dp = (std::max(kv.k_head_dim, kv.v_head_dim) + 15) / 16 * 16;
   const ExtendSmem layout(dp);
-  STRATA_CUDA_CHECK(cudaFuncSetAttribute(extend_kernel<OutT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  STRATA_CUDA_CHECK(cudaFuncSetAttribute(extend_kernel<OutT>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(layout.total)));
   const dim3 grid((max_extend + kBM - 1) / kBM, p.num_q_heads, batch.batch);
   extend_kernel<OutT><<<grid, kExtendWarps * 32, layout.total, stream>>>(q, kv, batch, p, dp, out);
@@ -437,7 +480,8 @@ void extend_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch, co
 
 }  // namespace
 
-int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms, int blocks_per_sm) {
+int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms,
+                         int blocks_per_sm) {
   constexpr int kMinKeysPerSplit = 64;
   const int blocks = std::max(1, batch * num_kv_heads);
   const int target = (blocks_per_sm > 0 ? blocks_per_sm : kDefaultDecodeBlocksPerSm) * num_sms;
@@ -446,20 +490,22 @@ int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_s
   return std::clamp(std::min(for_occupancy, for_length), 1, kMaxDecodeSplits);
 }
 
-void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p,
-                      const DecodeWorkspace& ws, bf16* out, cudaStream_t stream) {
+void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                      const AttentionParams& p, const DecodeWorkspace& ws, bf16* out,
+                      cudaStream_t stream) {
   decode_impl(q, kv, batch, p, ws, out, stream);
 }
-void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p,
-                      const DecodeWorkspace& ws, float* out, cudaStream_t stream) {
+void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                      const AttentionParams& p, const DecodeWorkspace& ws, float* out,
+                      cudaStream_t stream) {
   decode_impl(q, kv, batch, p, ws, out, stream);
 }
-void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p,
-                      int max_extend, bf16* out, cudaStream_t stream) {
+void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                      const AttentionParams& p, int max_extend, bf16* out, cudaStream_t stream) {
   extend_impl(q, kv, batch, p, max_extend, out, stream);
 }
-void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p,
-                      int max_extend, float* out, cudaStream_t stream) {
+void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                      const AttentionParams& p, int max_extend, float* out, cudaStream_t stream) {
   extend_impl(q, kv, batch, p, max_extend, out, stream);
 }
 

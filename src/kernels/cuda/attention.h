@@ -47,24 +47,27 @@ struct DecodeWorkspace {
 // but more resident blocks won (2: 52% of copy bandwidth at 64 x 4096, 4: 37%, 8: 24%).
 constexpr int kDefaultDecodeUnroll = 2;
 constexpr int kDefaultDecodeBlocksPerSm = 4;
-void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p,
-                      const DecodeWorkspace& ws, bf16* out, cudaStream_t stream);
-void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p,
-                      const DecodeWorkspace& ws, float* out, cudaStream_t stream);
+void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                      const AttentionParams& p, const DecodeWorkspace& ws, bf16* out,
+                      cudaStream_t stream);
+void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                      const AttentionParams& p, const DecodeWorkspace& ws, float* out,
+                      cudaStream_t stream);
 
 // KV splits for a decode batch: enough blocks to fill the GPU several times over, but no
 // split shorter than a useful stretch of keys.
 // `blocks_per_sm` 0: the tuned default.
-int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms, int blocks_per_sm = 0);
+int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms,
+                         int blocks_per_sm = 0);
 constexpr int kMaxDecodeSplits = 32;
 
 // Extend (prefill, chunked prefill): each new token attends causally to its request's cached
 // prefix and the new tokens up to itself (all already written to the cache), within the
 // sliding window. bf16 tensor-core tiles (WMMA), online softmax in f32.
 // q [T, Hq * Dk]; out [T, Hq * Dv]; `max_extend` = the longest extend in the batch.
-void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p,
-                      int max_extend, bf16* out, cudaStream_t stream);
-void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch, const AttentionParams& p,
-                      int max_extend, float* out, cudaStream_t stream);
+void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                      const AttentionParams& p, int max_extend, bf16* out, cudaStream_t stream);
+void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                      const AttentionParams& p, int max_extend, float* out, cudaStream_t stream);
 
 }  // namespace strata::cuda

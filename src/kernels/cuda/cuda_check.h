@@ -10,7 +10,8 @@
 namespace strata::cuda {
 
 [[noreturn]] void cuda_failure(cudaError_t err, const char* call, const char* file, int line);
-[[noreturn]] void cublas_failure(cublasStatus_t status, const char* call, const char* file, int line);
+[[noreturn]] void cublas_failure(cublasStatus_t status, const char* call, const char* file,
+                                 int line);
 
 // Throws strata::Error(message). For .cu files, which cannot include fmt under nvcc.
 [[noreturn]] void throw_error(const std::string& message);
@@ -22,18 +23,18 @@ int sm_count();
 
 }  // namespace strata::cuda
 
-#define STRATA_CUDA_CHECK(call)                                                      \
-  do {                                                                               \
-    const cudaError_t strata_err_ = (call);                                          \
-    if (strata_err_ != cudaSuccess)                                                  \
-      ::strata::cuda::cuda_failure(strata_err_, #call, __FILE__, __LINE__);          \
+#define STRATA_CUDA_CHECK(call)                                             \
+  do {                                                                      \
+    const cudaError_t strata_err_ = (call);                                 \
+    if (strata_err_ != cudaSuccess)                                         \
+      ::strata::cuda::cuda_failure(strata_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define STRATA_CUBLAS_CHECK(call)                                                    \
-  do {                                                                               \
-    const cublasStatus_t strata_status_ = (call);                                    \
-    if (strata_status_ != CUBLAS_STATUS_SUCCESS)                                     \
-      ::strata::cuda::cublas_failure(strata_status_, #call, __FILE__, __LINE__);     \
+#define STRATA_CUBLAS_CHECK(call)                                                \
+  do {                                                                           \
+    const cublasStatus_t strata_status_ = (call);                                \
+    if (strata_status_ != CUBLAS_STATUS_SUCCESS)                                 \
+      ::strata::cuda::cublas_failure(strata_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: launch-configuration errors surface here, at the launch site.

@@ -8,7 +8,8 @@ namespace strata::cuda {
 void cuda_failure(cudaError_t err, const char* call, const char* file, int line) {
   std::string hint;
   if (err == cudaErrorMemoryAllocation)
-    hint = " (the GPU is out of memory: lower --mem-fraction-static, --max-total-tokens or the batch)";
+    hint =
+        " (the GPU is out of memory: lower --mem-fraction-static, --max-total-tokens or the batch)";
   else if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver)
     hint = " (no usable GPU: run with --device cpu)";
   throw Error(fmt::format("CUDA error {} ({}) in {} at {}:{}{}", cudaGetErrorName(err),
@@ -20,7 +21,9 @@ void cublas_failure(cublasStatus_t status, const char* call, const char* file, i
                           cublasGetStatusString(status), call, file, line));
 }
 
-void throw_error(const std::string& message) { throw Error(message); }
+void throw_error(const std::string& message) {
+  throw Error(message);
+}
 
 bool device_present(std::string* why) {
   int n = 0;

@@ -17,7 +17,8 @@ class Blas {
 
   // y[m, n] = x[m, k] . w[n, k]^T + beta * y. `beta` 1 adds into y: the residual add of
   // o_proj and down_proj comes free with the GEMM.
-  void linear(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y, float beta = 0.0f) const;
+  void linear(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
+              float beta = 0.0f) const;
 
  private:
   cublasHandle_t handle_ = nullptr;

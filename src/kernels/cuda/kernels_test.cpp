@@ -17,9 +17,9 @@
 namespace strata::cuda {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                  \
-  do {                                                                      \
-    std::string why_;                                                       \
+#define SKIP_WITHOUT_GPU()                                                    \
+  do {                                                                        \
+    std::string why_;                                                         \
     if (!device_present(&why_)) GTEST_SKIP() << "GPU test skipped: " << why_; \
   } while (0)
 
@@ -30,7 +30,9 @@ std::vector<float> random_floats(size_t n, std::mt19937& rng, float lo = -1.0f, 
   return v;
 }
 
-float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+float round_bf16(float x) {
+  return bf16_to_f32(f32_to_bf16(x));
+}
 
 std::vector<uint16_t> to_bf16_bits(const std::vector<float>& v) {
   std::vector<uint16_t> out(v.size());
@@ -64,19 +66,23 @@ TEST(CudaKernels, RmsNormMatchesCpu) {
       std::vector<float> ref(x.size());
       cpu::rms_norm(x.data(), w.data(), rows, width, 1e-6f, ref.data());
       DeviceBuffer dx = to_device(x), dw = to_device(w), out(x.size() * 4), out16(x.size() * 2);
-      rms_norm(dx.as<float>(), nullptr, dw.as<float>(), rows, width, 1e-6f, 0.0f, out.as<float>(), nullptr);
-      rms_norm(dx.as<float>(), nullptr, dw.as<float>(), rows, width, 1e-6f, 0.0f, out16.as<bf16>(), nullptr);
+      rms_norm(dx.as<float>(), nullptr, dw.as<float>(), rows, width, 1e-6f, 0.0f, out.as<float>(),
+               nullptr);
+      rms_norm(dx.as<float>(), nullptr, dw.as<float>(), rows, width, 1e-6f, 0.0f, out16.as<bf16>(),
+               nullptr);
       EXPECT_LT(max_rel(to_host<float>(out.data(), x.size()), ref), 1e-4) << width << "x" << rows;
       EXPECT_LT(max_rel(from_bf16_bits(to_host<uint16_t>(out16.data(), x.size())), ref), 8e-3);
       // Selected rows (the LM head's last-token rows), in reverse order.
       std::vector<int32_t> pick;
       for (int r = rows - 1; r >= 0; --r) pick.push_back(r);
       DeviceBuffer dpick = to_device(pick);
-      rms_norm(dx.as<float>(), dpick.as<int32_t>(), dw.as<float>(), rows, width, 1e-6f, 0.0f, out.as<float>(), nullptr);
+      rms_norm(dx.as<float>(), dpick.as<int32_t>(), dw.as<float>(), rows, width, 1e-6f, 0.0f,
+               out.as<float>(), nullptr);
       const auto got = to_host<float>(out.data(), x.size());
       for (int r = 0; r < rows; ++r)
         for (int i = 0; i < width; ++i)
-          ASSERT_NEAR(got[size_t(r) * width + i], ref[size_t(rows - 1 - r) * width + i], 1e-4 * (1 + std::abs(ref[i])));
+          ASSERT_NEAR(got[size_t(r) * width + i], ref[size_t(rows - 1 - r) * width + i],
+                      1e-4 * (1 + std::abs(ref[i])));
     }
   }
 }
@@ -88,7 +94,8 @@ TEST(CudaKernels, QkNormRopeMatchesCpuForEveryRopeVariant) {
   llama3.type = "llama3", llama3.theta = 500000, llama3.factor = 8, llama3.low_freq_factor = 1,
   llama3.high_freq_factor = 4, llama3.original_max_position_embeddings = 8192;
   RopeConfig yarn;
-  yarn.type = "yarn", yarn.theta = 10000, yarn.factor = 4, yarn.original_max_position_embeddings = 4096;
+  yarn.type = "yarn", yarn.theta = 10000, yarn.factor = 4,
+  yarn.original_max_position_embeddings = 4096;
   RopeConfig linear;
   linear.type = "linear", linear.factor = 2;
   struct Case {
@@ -96,8 +103,8 @@ TEST(CudaKernels, QkNormRopeMatchesCpuForEveryRopeVariant) {
     int head_dim, rotary_dim;
     bool qk_norm;
   };
-  for (const Case& c : {Case{RopeConfig{}, 64, 64, false}, Case{llama3, 128, 128, false}, Case{yarn, 64, 64, true},
-                        Case{linear, 96, 48, true}}) {
+  for (const Case& c : {Case{RopeConfig{}, 64, 64, false}, Case{llama3, 128, 128, false},
+                        Case{yarn, 64, 64, true}, Case{linear, 96, 48, true}}) {
     const int tokens = 5, hq = 6, hk = 2, hd = c.head_dim;
     const int64_t stride = int64_t(hq + 2 * hk) * hd;  // q | k | v, as the executor's qkv rows
     auto qkv = random_floats(tokens * stride, rng, -2, 2);
@@ -118,13 +125,16 @@ TEST(CudaKernels, QkNormRopeMatchesCpuForEveryRopeVariant) {
     DeviceBuffer dqkv = to_device(qkv), dpos = to_device(pos), dinv = to_device(rope.inv_freq());
     DeviceBuffer dqn = to_device(qn), dkn = to_device(kn);
     RopeParams p;
-    p.num_q_heads = hq, p.num_k_heads = hk, p.head_dim = hd, p.row_stride = stride, p.k_offset = hq * hd;
+    p.num_q_heads = hq, p.num_k_heads = hk, p.head_dim = hd, p.row_stride = stride,
+    p.k_offset = hq * hd;
     if (c.qk_norm) p.q_norm = dqn.as<float>(), p.k_norm = dkn.as<float>();
-    p.inv_freq = dinv.as<float>(), p.rotary_dim = c.rotary_dim, p.cos_sin_scale = rope.cos_sin_scale();
+    p.inv_freq = dinv.as<float>(), p.rotary_dim = c.rotary_dim,
+    p.cos_sin_scale = rope.cos_sin_scale();
     qk_norm_rope(dqkv.as<float>(), dpos.as<int32_t>(), tokens, p, nullptr);
     const auto got = to_host<float>(dqkv.data(), qkv.size());
     double worst = 0;
-    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double(std::abs(got[i] - ref[i])));
+    for (size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, double(std::abs(got[i] - ref[i])));
     EXPECT_LT(worst, 2e-4) << c.rope.type << " head_dim " << hd;
   }
 }
@@ -136,11 +146,14 @@ TEST(CudaKernels, GatedActivationsMatchCpu) {
     const int rows = 3, width = 1001;
     const auto gu = random_floats(size_t(rows) * 2 * width, rng, -6, 6);
     std::vector<float> ref(size_t(rows) * width);
-    if (gelu) cpu::gelu_tanh_and_mul(gu.data(), rows, width, ref.data());
-    else cpu::silu_and_mul(gu.data(), rows, width, ref.data());
+    if (gelu)
+      cpu::gelu_tanh_and_mul(gu.data(), rows, width, ref.data());
+    else
+      cpu::silu_and_mul(gu.data(), rows, width, ref.data());
     DeviceBuffer dgu = to_device(gu), out(ref.size() * 2);
     gated_act(dgu.as<float>(), rows, width, gelu, out.as<bf16>(), nullptr);
-    EXPECT_LT(max_rel(from_bf16_bits(to_host<uint16_t>(out.data(), ref.size())), ref), 8e-3) << gelu;
+    EXPECT_LT(max_rel(from_bf16_bits(to_host<uint16_t>(out.data(), ref.size())), ref), 8e-3)
+        << gelu;
   }
 }
 
@@ -151,11 +164,13 @@ TEST(CudaKernels, EmbeddingBiasAndArgmax) {
   auto table = random_floats(size_t(vocab) * width, rng);
   for (auto& x : table) x = round_bf16(x);
   const std::vector<int32_t> ids = {36, 0, 5, 5};
-  DeviceBuffer dt = to_device(to_bf16_bits(table)), dids = to_device(ids), out(ids.size() * width * 4);
+  DeviceBuffer dt = to_device(to_bf16_bits(table)), dids = to_device(ids),
+               out(ids.size() * width * 4);
   embedding(dt.as<bf16>(), dids.as<int32_t>(), int(ids.size()), width, out.as<float>(), nullptr);
   const auto got = to_host<float>(out.data(), ids.size() * width);
   for (size_t t = 0; t < ids.size(); ++t)
-    for (int i = 0; i < width; ++i) ASSERT_EQ(got[t * width + i], table[size_t(ids[t]) * width + i]);
+    for (int i = 0; i < width; ++i)
+      ASSERT_EQ(got[t * width + i], table[size_t(ids[t]) * width + i]);
 
   // Argmax over awkward vocabularies; ties go to the first index, as on the CPU.
   for (int v : {1, 31, 1025, 128256}) {
@@ -191,10 +206,13 @@ TEST(CudaKernels, GemmMatchesCpu) {
       std::vector<float> ref(size_t(m) * n);
       cpu::linear(x.data(), m, k, w.data(), n, nullptr, ref.data());
       auto y0 = random_floats(ref.size(), rng);
-      DeviceBuffer dx = to_device(to_bf16_bits(x)), dw = to_device(to_bf16_bits(w)), dy = to_device(y0);
-      blas.linear(dx.as<bf16>(), m, k, dw.as<bf16>(), n, dy.as<float>(), 1.0f);  // accumulate into y0
+      DeviceBuffer dx = to_device(to_bf16_bits(x)), dw = to_device(to_bf16_bits(w)),
+                   dy = to_device(y0);
+      blas.linear(dx.as<bf16>(), m, k, dw.as<bf16>(), n, dy.as<float>(),
+                  1.0f);  // accumulate into y0
       const auto got = to_host<float>(dy.data(), ref.size());
-      for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i] + y0[i], 1e-3) << m << "x" << n;
+      for (size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(got[i], ref[i] + y0[i], 1e-3) << m << "x" << n;
     }
   }
 }

@@ -28,19 +28,24 @@ __device__ float block_sum(float v) {
 template <typename T>
 __device__ __forceinline__ T from_f32(float v);
 template <>
-__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+__device__ __forceinline__ float from_f32<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ bf16 from_f32<bf16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ bf16 from_f32<bf16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 
 __global__ void embedding_kernel(const bf16* table, const int32_t* ids, int width, float* out) {
   const int64_t t = blockIdx.x;
   const bf16* row = table + static_cast<int64_t>(ids[t]) * width;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) out[t * width + i] = __bfloat162float(row[i]);
+  for (int i = threadIdx.x; i < width; i += blockDim.x)
+    out[t * width + i] = __bfloat162float(row[i]);
 }
 
 template <typename OutT>
-__global__ void rms_norm_kernel(const float* x, const int32_t* rows, const float* w, int width, float eps,
-                                float offset, OutT* out) {
+__global__ void rms_norm_kernel(const float* x, const int32_t* rows, const float* w, int width,
+                                float eps, float offset, OutT* out) {
   const int64_t r = blockIdx.x;
   const float* row = x + (rows ? static_cast<int64_t>(rows[r]) : r) * width;
   float ss = 0.0f;
@@ -57,7 +62,8 @@ __global__ void qk_norm_rope_kernel(float* qkv, const int32_t* positions, RopePa
   const int lane = threadIdx.x;
   if (head >= p.num_q_heads + p.num_k_heads) return;
   const bool is_q = head < p.num_q_heads;
-  float* x = qkv + t * p.row_stride + (is_q ? head * p.head_dim : p.k_offset + (head - p.num_q_heads) * p.head_dim);
+  float* x = qkv + t * p.row_stride +
+             (is_q ? head * p.head_dim : p.k_offset + (head - p.num_q_heads) * p.head_dim);
   const float* norm = is_q ? p.q_norm : p.k_norm;
   if (norm) {
     float ss = 0.0f;
@@ -80,7 +86,8 @@ __global__ void qk_norm_rope_kernel(float* qkv, const int32_t* positions, RopePa
   }
 }
 
-__global__ void gated_act_kernel(const float* gate_up, int64_t total, int width, bool gelu, bf16* out) {
+__global__ void gated_act_kernel(const float* gate_up, int64_t total, int width, bool gelu,
+                                 bf16* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / width, c = i % width;
@@ -120,9 +127,11 @@ __global__ void store_kv_kernel(const float* k, int64_t k_stride, const float* v
       v_cache[slot * v_cache_stride + i] = __float2bfloat16_rn(v[t * v_stride + i]);
 }
 
-__global__ void scatter_req_to_token_kernel(const int32_t* req_pool_indices, const int32_t* prefix_lens,
-                                            const int32_t* token_offsets, const int32_t* out_cache_loc,
-                                            int32_t* req_to_token, int stride) {
+__global__ void scatter_req_to_token_kernel(const int32_t* req_pool_indices,
+                                            const int32_t* prefix_lens,
+                                            const int32_t* token_offsets,
+                                            const int32_t* out_cache_loc, int32_t* req_to_token,
+                                            int stride) {
   const int b = blockIdx.x;
   const int n = token_offsets[b + 1] - token_offsets[b];
   int32_t* row = req_to_token + static_cast<int64_t>(req_pool_indices[b]) * stride + prefix_lens[b];
@@ -169,7 +178,8 @@ __device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
 __global__ void fill_random_kernel(bf16* out, int64_t n, uint64_t seed, float half_width) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float u = static_cast<float>(splitmix64(seed ^ (i * 0xd1b54a32d192ed03ull)) >> 40) * (1.0f / 16777216.0f);
+    const float u = static_cast<float>(splitmix64(seed ^ (i * 0xd1b54a32d192ed03ull)) >> 40) *
+                    (1.0f / 16777216.0f);
     out[i] = __float2bfloat16_rn((2.0f * u - 1.0f) * half_width);
   }
 }
@@ -179,43 +189,50 @@ int grid_for(int64_t total, int threads) {
   return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
 }
 
-int threads_for_row(int width) { return width >= 1024 ? 1024 : ((width + 31) / 32) * 32; }
+int threads_for_row(int width) {
+  return width >= 1024 ? 1024 : ((width + 31) / 32) * 32;
+}
 
 }  // namespace
 
-void embedding(const bf16* table, const int32_t* ids, int num_tokens, int width, float* out, cudaStream_t stream) {
+void embedding(const bf16* table, const int32_t* ids, int num_tokens, int width, float* out,
+               cudaStream_t stream) {
   if (num_tokens == 0) return;
   embedding_kernel<<<num_tokens, threads_for_row(width), 0, stream>>>(table, ids, width, out);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
 template <typename OutT>
-static void rms_norm_impl(const float* x, const int32_t* rows, const float* w, int num_rows, int width, float eps,
-                          float offset, OutT* out, cudaStream_t stream) {
+static void rms_norm_impl(const float* x, const int32_t* rows, const float* w, int num_rows,
+                          int width, float eps, float offset, OutT* out, cudaStream_t stream) {
   if (num_rows == 0) return;
-  rms_norm_kernel<OutT><<<num_rows, threads_for_row(width), 0, stream>>>(x, rows, w, width, eps, offset, out);
+  rms_norm_kernel<OutT>
+      <<<num_rows, threads_for_row(width), 0, stream>>>(x, rows, w, width, eps, offset, out);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-void rms_norm(const float* x, const int32_t* rows, const float* w, int num_rows, int width, float eps,
-              float offset, bf16* out, cudaStream_t stream) {
+void rms_norm(const float* x, const int32_t* rows, const float* w, int num_rows, int width,
+              float eps, float offset, bf16* out, cudaStream_t stream) {
   rms_norm_impl(x, rows, w, num_rows, width, eps, offset, out, stream);
 }
-void rms_norm(const float* x, const int32_t* rows, const float* w, int num_rows, int width, float eps,
-              float offset, float* out, cudaStream_t stream) {
+void rms_norm(const float* x, const int32_t* rows, const float* w, int num_rows, int width,
+              float eps, float offset, float* out, cudaStream_t stream) {
   rms_norm_impl(x, rows, w, num_rows, width, eps, offset, out, stream);
 }
 
-void qk_norm_rope(float* qkv, const int32_t* positions, int num_tokens, const RopeParams& p, cudaStream_t stream) {
+void qk_norm_rope(float* qkv, const int32_t* positions, int num_tokens, const RopeParams& p,
+                  cudaStream_t stream) {
   if (num_tokens == 0 || (!p.inv_freq && !p.q_norm && !p.k_norm)) return;
   constexpr int kHeadsPerBlock = 4;
   const dim3 block(32, kHeadsPerBlock);
-  const dim3 grid(num_tokens, (p.num_q_heads + p.num_k_heads + kHeadsPerBlock - 1) / kHeadsPerBlock);
+  const dim3 grid(num_tokens,
+                  (p.num_q_heads + p.num_k_heads + kHeadsPerBlock - 1) / kHeadsPerBlock);
   qk_norm_rope_kernel<<<grid, block, 0, stream>>>(qkv, positions, p);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-void gated_act(const float* gate_up, int rows, int width, bool gelu, bf16* out, cudaStream_t stream) {
+void gated_act(const float* gate_up, int rows, int width, bool gelu, bf16* out,
+               cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(rows) * width;
   if (total == 0) return;
   gated_act_kernel<<<grid_for(total, 256), 256, 0, stream>>>(gate_up, total, width, gelu, out);
@@ -229,25 +246,26 @@ void add_bias(float* y, const float* bias, int rows, int width, cudaStream_t str
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-void to_bf16(const float* src, int rows, int64_t src_stride, int width, bf16* out, cudaStream_t stream) {
+void to_bf16(const float* src, int rows, int64_t src_stride, int width, bf16* out,
+             cudaStream_t stream) {
   if (rows == 0) return;
   to_bf16_kernel<<<rows, threads_for_row(width), 0, stream>>>(src, src_stride, width, out);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-void store_kv(const float* k, int64_t k_stride, const float* v, int64_t v_stride, const int32_t* slots,
-              int num_tokens, int k_width, int v_width, bf16* k_cache, int64_t k_cache_stride, bf16* v_cache,
-              int64_t v_cache_stride, cudaStream_t stream) {
+void store_kv(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+              const int32_t* slots, int num_tokens, int k_width, int v_width, bf16* k_cache,
+              int64_t k_cache_stride, bf16* v_cache, int64_t v_cache_stride, cudaStream_t stream) {
   if (num_tokens == 0) return;
-  store_kv_kernel<<<num_tokens, threads_for_row(k_width), 0, stream>>>(k, k_stride, v, v_stride, slots, k_width,
-                                                                      v_width, k_cache, k_cache_stride, v_cache,
-                                                                      v_cache_stride);
+  store_kv_kernel<<<num_tokens, threads_for_row(k_width), 0, stream>>>(
+      k, k_stride, v, v_stride, slots, k_width, v_width, k_cache, k_cache_stride, v_cache,
+      v_cache_stride);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-void scatter_req_to_token(const int32_t* req_pool_indices, const int32_t* prefix_lens, const int32_t* token_offsets,
-                          const int32_t* out_cache_loc, int batch, int max_extend, int32_t* req_to_token, int stride,
-                          cudaStream_t stream) {
+void scatter_req_to_token(const int32_t* req_pool_indices, const int32_t* prefix_lens,
+                          const int32_t* token_offsets, const int32_t* out_cache_loc, int batch,
+                          int max_extend, int32_t* req_to_token, int stride, cudaStream_t stream) {
   if (batch == 0) return;
   const int chunks = (max_extend + 255) / 256;
   const dim3 grid(batch, chunks < 1 ? 1 : (chunks > 64 ? 64 : chunks));

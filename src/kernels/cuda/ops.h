@@ -17,10 +17,10 @@ void embedding(const bf16* table, const int32_t* ids, int num_tokens, int width,
 
 // out[r] = x[src(r)] / rms(x[src(r)]) * (w + weight_offset), src(r) = rows ? rows[r] : r.
 // `rows` picks the rows to normalize (each request's last token before the LM head).
-void rms_norm(const float* x, const int32_t* rows, const float* w, int num_rows, int width, float eps,
-              float weight_offset, bf16* out, cudaStream_t stream);
-void rms_norm(const float* x, const int32_t* rows, const float* w, int num_rows, int width, float eps,
-              float weight_offset, float* out, cudaStream_t stream);
+void rms_norm(const float* x, const int32_t* rows, const float* w, int num_rows, int width,
+              float eps, float weight_offset, bf16* out, cudaStream_t stream);
+void rms_norm(const float* x, const int32_t* rows, const float* w, int num_rows, int width,
+              float eps, float weight_offset, float* out, cudaStream_t stream);
 
 // Per-head RMSNorm (optional: null weights skip it) then rotary embedding, in place on the
 // q and k heads of each row of qkv [T, row_stride]: q heads start at column 0, k heads at
@@ -41,19 +41,21 @@ void qk_norm_rope(float* qkv, const int32_t* positions, int num_tokens, const Ro
                   cudaStream_t stream);
 
 // gate_up [rows, 2 * width] = [gate | up] -> out = act(gate) * up (silu, or gelu-tanh).
-void gated_act(const float* gate_up, int rows, int width, bool gelu, bf16* out, cudaStream_t stream);
+void gated_act(const float* gate_up, int rows, int width, bool gelu, bf16* out,
+               cudaStream_t stream);
 
 // y[r, :] += bias
 void add_bias(float* y, const float* bias, int rows, int width, cudaStream_t stream);
 
 // Rows of `src` [rows, src_stride] columns [col, col + width) -> bf16 out [rows, width].
-void to_bf16(const float* src, int rows, int64_t src_stride, int width, bf16* out, cudaStream_t stream);
+void to_bf16(const float* src, int rows, int64_t src_stride, int width, bf16* out,
+             cudaStream_t stream);
 
 // Writes the new tokens' keys and values into the cache rows `slots` (bf16). k and v are
 // [T, *] with row strides; v may be null when the layout keeps values inside keys.
-void store_kv(const float* k, int64_t k_stride, const float* v, int64_t v_stride, const int32_t* slots,
-              int num_tokens, int k_width, int v_width, bf16* k_cache, int64_t k_cache_stride,
-              bf16* v_cache, int64_t v_cache_stride, cudaStream_t stream);
+void store_kv(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+              const int32_t* slots, int num_tokens, int k_width, int v_width, bf16* k_cache,
+              int64_t k_cache_stride, bf16* v_cache, int64_t v_cache_stride, cudaStream_t stream);
 
 // req_to_token[req_pool_indices[b] * stride + prefix_lens[b] + i] = out_cache_loc[offsets[b] + i]
 // for every new token: the device mirror of ReqToTokenPool follows the batch's new tokens.

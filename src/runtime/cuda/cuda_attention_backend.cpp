@@ -6,8 +6,8 @@
 
 namespace strata {
 
-CudaAttentionBackend::CudaAttentionBackend(DeviceKVPool* pool, int max_requests, int max_context_len,
-                                           cudaStream_t stream)
+CudaAttentionBackend::CudaAttentionBackend(DeviceKVPool* pool, int max_requests,
+                                           int max_context_len, cudaStream_t stream)
     : pool_(pool), stream_(stream), max_requests_(max_requests), max_context_len_(max_context_len) {
   const size_t table_bytes = static_cast<size_t>(max_requests) * max_context_len * sizeof(int32_t);
   req_to_token_.ensure(table_bytes);
@@ -26,7 +26,8 @@ void CudaAttentionBackend::prepare(const ForwardBatch& batch) {
 
 int CudaAttentionBackend::decode_splits(int num_kv_heads) const {
   return forced_splits_ > 0 ? std::min(forced_splits_, cuda::kMaxDecodeSplits)
-                            : cuda::choose_decode_splits(batch_size_, num_kv_heads, max_seq_len_, cuda::sm_count());
+                            : cuda::choose_decode_splits(batch_size_, num_kv_heads, max_seq_len_,
+                                                         cuda::sm_count());
 }
 
 std::vector<const void*> CudaAttentionBackend::buffer_signature() const {
@@ -35,19 +36,22 @@ std::vector<const void*> CudaAttentionBackend::buffer_signature() const {
 
 void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   const int t = batch.num_tokens(), b = batch.batch_size();
-  STRATA_CHECK(static_cast<int>(batch.positions.size()) == t && static_cast<int>(batch.out_cache_loc.size()) == t &&
-                   static_cast<int>(batch.prefix_lens.size()) == b && static_cast<int>(batch.extend_lens.size()) == b,
+  STRATA_CHECK(static_cast<int>(batch.positions.size()) == t &&
+                   static_cast<int>(batch.out_cache_loc.size()) == t &&
+                   static_cast<int>(batch.prefix_lens.size()) == b &&
+                   static_cast<int>(batch.extend_lens.size()) == b,
                "inconsistent ForwardBatch: {} tokens, {} requests", t, b);
   const std::vector<int> offsets = batch.token_offsets();
-  STRATA_CHECK(offsets[b] == t, "extend lengths add up to {}, the batch has {} tokens", offsets[b], t);
+  STRATA_CHECK(offsets[b] == t, "extend lengths add up to {}, the batch has {} tokens", offsets[b],
+               t);
   max_extend_ = 0;
   max_seq_len_ = 0;
   for (int i = 0; i < b; ++i) {
-    STRATA_CHECK(batch.req_pool_indices[i] >= 0 && batch.req_pool_indices[i] < max_requests_, "request row {}",
-                 batch.req_pool_indices[i]);
+    STRATA_CHECK(batch.req_pool_indices[i] >= 0 && batch.req_pool_indices[i] < max_requests_,
+                 "request row {}", batch.req_pool_indices[i]);
     if (batch.seq_len(i) > max_context_len_)
-      throw RequestError(fmt::format("request {} reaches {} tokens, over the context length {}", i, batch.seq_len(i),
-                                     max_context_len_));
+      throw RequestError(fmt::format("request {} reaches {} tokens, over the context length {}", i,
+                                     batch.seq_len(i), max_context_len_));
     if (batch.mode == ForwardMode::Decode)
       STRATA_CHECK(batch.extend_lens[i] == 1, "decode with {} new tokens", batch.extend_lens[i]);
     max_extend_ = std::max(max_extend_, batch.extend_lens[i]);
@@ -88,39 +92,44 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
 
 void CudaAttentionBackend::upload() {
   STRATA_CHECK(prepared_, "upload before stage");
-  STRATA_CUDA_CHECK(
-      cudaMemcpyAsync(meta_.data(), staging_, staged_count_ * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(meta_.data(), staging_, staged_count_ * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, stream_));
   const int32_t* m = meta_.as<int32_t>();
-  cuda::scatter_req_to_token(m + off_req_, m + off_prefix_, m + off_offsets_, m + off_loc_, batch_size_, max_extend_,
-                             req_to_token_.as<int32_t>(), max_context_len_, stream_);
+  cuda::scatter_req_to_token(m + off_req_, m + off_prefix_, m + off_offsets_, m + off_loc_,
+                             batch_size_, max_extend_, req_to_token_.as<int32_t>(),
+                             max_context_len_, stream_);
 }
 
-void CudaAttentionBackend::forward(const AttentionCall& call, const float* q, const float* k, const float* v,
-                                   float* out) {
+void CudaAttentionBackend::forward(const AttentionCall& call, const float* q, const float* k,
+                                   const float* v, float* out) {
   const KVLayerLayout& l = pool_->layout(call.layer_id);
-  run(call, q, k, v, static_cast<int64_t>(call.num_q_heads) * l.k_head_dim, l.k_width(), l.v_width(), out);
+  run(call, q, k, v, static_cast<int64_t>(call.num_q_heads) * l.k_head_dim, l.k_width(),
+      l.v_width(), out);
 }
 
-void CudaAttentionBackend::forward_rows(const AttentionCall& call, const float* q, const float* k, const float* v,
-                                        int64_t row_stride, cuda::bf16* out) {
+void CudaAttentionBackend::forward_rows(const AttentionCall& call, const float* q, const float* k,
+                                        const float* v, int64_t row_stride, cuda::bf16* out) {
   run(call, q, k, v, row_stride, row_stride, row_stride, out);
 }
 
 template <typename OutT>
-void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const float* k, const float* v,
-                               int64_t q_stride, int64_t k_stride, int64_t v_stride, OutT* out) {
+void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const float* k,
+                               const float* v, int64_t q_stride, int64_t k_stride, int64_t v_stride,
+                               OutT* out) {
   STRATA_CHECK(prepared_, "forward before prepare");
   if (call.sinks)
-    fail("layer {} uses attention sinks, which the cuda backend does not support yet: use --device cpu",
-         call.layer_id);
+    fail(
+        "layer {} uses attention sinks, which the cuda backend does not support yet: use --device "
+        "cpu",
+        call.layer_id);
   const KVLayerLayout& layout = pool_->layout(call.layer_id);
-  STRATA_CHECK(call.num_q_heads % layout.num_kv_heads == 0, "{} q heads over {} kv heads", call.num_q_heads,
-               layout.num_kv_heads);
+  STRATA_CHECK(call.num_q_heads % layout.num_kv_heads == 0, "{} q heads over {} kv heads",
+               call.num_q_heads, layout.num_kv_heads);
   cuda::DeviceKV kv = pool_->view(call.layer_id);
   const int32_t* m = meta_.as<int32_t>();
-  cuda::store_kv(k, k_stride, layout.v_in_k ? nullptr : v, v_stride, m + off_loc_, num_tokens_, layout.k_width(),
-                 layout.v_width(), pool_->k_buffer(call.layer_id), layout.k_width(), pool_->v_buffer(call.layer_id),
-                 layout.v_row_stride(), stream_);
+  cuda::store_kv(k, k_stride, layout.v_in_k ? nullptr : v, v_stride, m + off_loc_, num_tokens_,
+                 layout.k_width(), layout.v_width(), pool_->k_buffer(call.layer_id),
+                 layout.k_width(), pool_->v_buffer(call.layer_id), layout.v_row_stride(), stream_);
 
   cuda::PagedBatch pb;
   pb.req_to_token = req_to_token_.as<int32_t>();

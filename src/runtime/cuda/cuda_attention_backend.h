@@ -14,7 +14,8 @@ namespace strata {
 
 class CudaAttentionBackend : public AttentionBackend {
  public:
-  CudaAttentionBackend(DeviceKVPool* pool, int max_requests, int max_context_len, cudaStream_t stream);
+  CudaAttentionBackend(DeviceKVPool* pool, int max_requests, int max_context_len,
+                       cudaStream_t stream);
   ~CudaAttentionBackend() override;
   std::string name() const override { return "cuda"; }
   void prepare(const ForwardBatch& batch) override;  // stage() then upload()
@@ -28,11 +29,12 @@ class CudaAttentionBackend : public AttentionBackend {
   // Every device/pinned buffer a captured pass refers to; a graph is valid while this holds.
   std::vector<const void*> buffer_signature() const;
   // q [T, Hq * Dk], k [T, k_width], v [T, v_width], out [T, Hq * Dv]: device memory, f32.
-  void forward(const AttentionCall& call, const float* q, const float* k, const float* v, float* out) override;
+  void forward(const AttentionCall& call, const float* q, const float* k, const float* v,
+               float* out) override;
   // What the model executor calls: q, k, v are column ranges of one [T, row_stride] buffer,
   // and the output is bf16, ready for the output projection.
-  void forward_rows(const AttentionCall& call, const float* q, const float* k, const float* v, int64_t row_stride,
-                    cuda::bf16* out);
+  void forward_rows(const AttentionCall& call, const float* q, const float* k, const float* v,
+                    int64_t row_stride, cuda::bf16* out);
 
   // Device copies of the prepared batch.
   const int32_t* input_ids() const { return meta_.as<int32_t>() + off_ids_; }
@@ -47,8 +49,8 @@ class CudaAttentionBackend : public AttentionBackend {
 
  private:
   template <typename OutT>
-  void run(const AttentionCall& call, const float* q, const float* k, const float* v, int64_t q_stride,
-           int64_t k_stride, int64_t v_stride, OutT* out);
+  void run(const AttentionCall& call, const float* q, const float* k, const float* v,
+           int64_t q_stride, int64_t k_stride, int64_t v_stride, OutT* out);
 
   DeviceKVPool* pool_;
   cudaStream_t stream_;
@@ -57,7 +59,8 @@ class CudaAttentionBackend : public AttentionBackend {
   cuda::DeviceBuffer meta_;          // the batch's int32 arrays, one upload
   int32_t* staging_ = nullptr;       // pinned host copy of meta_
   size_t staging_capacity_ = 0, staged_count_ = 0;
-  int64_t off_ids_ = 0, off_pos_ = 0, off_loc_ = 0, off_req_ = 0, off_prefix_ = 0, off_offsets_ = 0, off_last_ = 0;
+  int64_t off_ids_ = 0, off_pos_ = 0, off_loc_ = 0, off_req_ = 0, off_prefix_ = 0, off_offsets_ = 0,
+          off_last_ = 0;
   ForwardMode mode_ = ForwardMode::Extend;
   int batch_size_ = 0, num_tokens_ = 0, max_extend_ = 0, max_seq_len_ = 0;
   bool prepared_ = false;

@@ -125,11 +125,13 @@ TEST_P(CudaBackendVsCpu, PrefillChunkedPrefillAndDecodeMatch) {
   for (int i = 0; i < n; ++i) rows[i] = pair.memory().req_to_token().alloc();
 
   ForwardBatch prefill;
-  for (int i = 0; i < n; ++i) add(prefill, pair.memory(), rows[i], 0, prompt[i]), len[i] = prompt[i];
+  for (int i = 0; i < n; ++i)
+    add(prefill, pair.memory(), rows[i], 0, prompt[i]), len[i] = prompt[i];
   EXPECT_LT(pair.run(prefill, rng), 1e-2) << "prefill";
 
   ForwardBatch extend;
-  for (int i = 0; i < n; ++i) add(extend, pair.memory(), rows[i], len[i], chunk[i]), len[i] += chunk[i];
+  for (int i = 0; i < n; ++i)
+    add(extend, pair.memory(), rows[i], len[i], chunk[i]), len[i] += chunk[i];
   EXPECT_LT(pair.run(extend, rng), 1e-2) << "extend over a cached prefix";
 
   // Decode steps with automatic and forced split counts (1 split, splits that do not divide
@@ -152,20 +154,22 @@ TEST_P(CudaBackendVsCpu, PrefillChunkedPrefillAndDecodeMatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaBackendVsCpu,
-                         testing::Values(Shape{8, 2, 128, 0, 1}, Shape{8, 2, 128, 0, 16}, Shape{4, 4, 64, 0, 16},
-                                         Shape{6, 2, 32, 9, 1}, Shape{32, 8, 128, 100, 16}, Shape{2, 1, 256, 0, 1},
+                         testing::Values(Shape{8, 2, 128, 0, 1}, Shape{8, 2, 128, 0, 16},
+                                         Shape{4, 4, 64, 0, 16}, Shape{6, 2, 32, 9, 1},
+                                         Shape{32, 8, 128, 100, 16}, Shape{2, 1, 256, 0, 1},
                                          Shape{4, 2, 80, 0, 1}),
                          [](const testing::TestParamInfo<Shape>& info) {
                            const Shape& s = info.param;
-                           return "hq" + std::to_string(s.hq) + "_hkv" + std::to_string(s.hkv) + "_d" +
-                                  std::to_string(s.head_dim) + "_w" + std::to_string(s.window) + "_page" +
-                                  std::to_string(s.page_size);
+                           return "hq" + std::to_string(s.hq) + "_hkv" + std::to_string(s.hkv) +
+                                  "_d" + std::to_string(s.head_dim) + "_w" +
+                                  std::to_string(s.window) + "_page" + std::to_string(s.page_size);
                          });
 
 TEST(DeviceKVPool, RefusesLayersItDoesNotHold) {
   std::string why;
   if (!cuda::device_present(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
-  DeviceKVPool pool({{5, KVLayerLayout{2, 64, 64, false}}, {12, KVLayerLayout{2, 64, 64, false}}}, 16);
+  DeviceKVPool pool({{5, KVLayerLayout{2, 64, 64, false}}, {12, KVLayerLayout{2, 64, 64, false}}},
+                    16);
   EXPECT_TRUE(pool.holds(12));
   try {
     pool.view(0);

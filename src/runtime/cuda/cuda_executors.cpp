@@ -15,10 +15,13 @@ namespace strata {
 
 namespace {
 
-using ExecutorBuilder = std::function<std::unique_ptr<DeviceExecutor>(const ModelConfig&, const RunnerOptions&)>;
+using ExecutorBuilder =
+    std::function<std::unique_ptr<DeviceExecutor>(const ModelConfig&, const RunnerOptions&)>;
 
 ExecutorBuilder llama_family(LlamaVariant variant) {
-  return [variant](const ModelConfig& c, const RunnerOptions& o) { return make_cuda_llama_executor(c, o, variant); };
+  return [variant](const ModelConfig& c, const RunnerOptions& o) {
+    return make_cuda_llama_executor(c, o, variant);
+  };
 }
 
 const std::map<std::string, ExecutorBuilder>& cuda_executors() {
@@ -33,31 +36,38 @@ const std::map<std::string, ExecutorBuilder>& cuda_executors() {
 
 }  // namespace
 
-bool cuda_available(std::string* why) { return cuda::device_present(why); }
+bool cuda_available(std::string* why) {
+  return cuda::device_present(why);
+}
 
 std::vector<std::string> cuda_configuration_problems(const ModelConfig& c, const RunnerOptions& o) {
   std::vector<std::string> problems;
   std::vector<std::string> names;
   for (const auto& [name, _] : cuda_executors()) names.push_back(name);
   if (!cuda_executors().count(c.architecture))
-    problems.push_back(fmt::format("--device cuda does not run {} yet (it runs {}): use --device cpu",
-                                   c.architecture, fmt::join(names, ", ")));
+    problems.push_back(
+        fmt::format("--device cuda does not run {} yet (it runs {}): use --device cpu",
+                    c.architecture, fmt::join(names, ", ")));
   if (o.attention_backend != "auto" && o.attention_backend != "cuda")
-    problems.push_back(fmt::format("--attention-backend '{}' is not available on cuda: use auto or cuda",
-                                   o.attention_backend));
+    problems.push_back(
+        fmt::format("--attention-backend '{}' is not available on cuda: use auto or cuda",
+                    o.attention_backend));
   if (o.stage && (o.stage->start_layer != 0 || o.stage->end_layer != c.num_layers))
-    problems.push_back("--device cuda runs the whole model in one process: pipeline stages are not supported yet");
+    problems.push_back(
+        "--device cuda runs the whole model in one process: pipeline stages are not supported yet");
   if (!(o.mem_fraction_static > 0.0 && o.mem_fraction_static <= 1.0))
-    problems.push_back(fmt::format("--mem-fraction-static must be in (0, 1], got {}", o.mem_fraction_static));
+    problems.push_back(
+        fmt::format("--mem-fraction-static must be in (0, 1], got {}", o.mem_fraction_static));
   if (c.head_dim % 8 != 0 || c.head_dim > 256)
-    problems.push_back(fmt::format("--device cuda needs a head_dim that is a multiple of 8 up to 256; this model's "
-                                   "is {}: use --device cpu",
-                                   c.head_dim));
+    problems.push_back(fmt::format(
+        "--device cuda needs a head_dim that is a multiple of 8 up to 256; this model's "
+        "is {}: use --device cpu",
+        c.head_dim));
   for (int id : c.attention_layer_ids()) {
     const auto kind = c.layers[id].attention;
     if (kind != AttentionKind::Full && kind != AttentionKind::Sliding) {
-      problems.push_back(fmt::format("layer {} is {} attention, which --device cuda does not run yet", id,
-                                     to_string(kind)));
+      problems.push_back(fmt::format(
+          "layer {} is {} attention, which --device cuda does not run yet", id, to_string(kind)));
       break;
     }
   }
@@ -67,7 +77,8 @@ std::vector<std::string> cuda_configuration_problems(const ModelConfig& c, const
   return problems;
 }
 
-std::unique_ptr<DeviceExecutor> make_cuda_executor(const ModelConfig& config, const RunnerOptions& options) {
+std::unique_ptr<DeviceExecutor> make_cuda_executor(const ModelConfig& config,
+                                                   const RunnerOptions& options) {
   const auto it = cuda_executors().find(config.architecture);
   STRATA_CHECK(it != cuda_executors().end(), "no cuda executor for {}", config.architecture);
   return it->second(config, options);

@@ -7,11 +7,13 @@
 
 namespace strata {
 
-DeviceKVPool::DeviceKVPool(std::map<int, KVLayerLayout> layers, int64_t num_slots) : num_slots_(num_slots) {
-  STRATA_CHECK(num_slots >= 2, "a KV pool needs the dummy slot plus at least one, got {}", num_slots);
+DeviceKVPool::DeviceKVPool(std::map<int, KVLayerLayout> layers, int64_t num_slots)
+    : num_slots_(num_slots) {
+  STRATA_CHECK(num_slots >= 2, "a KV pool needs the dummy slot plus at least one, got {}",
+               num_slots);
   for (auto& [id, layout] : layers) {
-    STRATA_CHECK(layout.num_kv_heads > 0 && layout.k_head_dim > 0 && layout.v_head_dim > 0, "layer {} layout {}", id,
-                 layout.describe());
+    STRATA_CHECK(layout.num_kv_heads > 0 && layout.k_head_dim > 0 && layout.v_head_dim > 0,
+                 "layer {} layout {}", id, layout.describe());
     index_[id] = static_cast<int>(layers_.size());
     LayerBuffers b;
     b.layout = layout;
@@ -30,7 +32,8 @@ DeviceKVPool::DeviceKVPool(std::map<int, KVLayerLayout> layers, int64_t num_slot
 
 size_t DeviceKVPool::bytes_per_slot(const std::map<int, KVLayerLayout>& layers) {
   size_t n = 0;
-  for (const auto& [_, l] : layers) n += (l.k_width() + (l.v_in_k ? 0 : l.v_width())) * sizeof(cuda::bf16);
+  for (const auto& [_, l] : layers)
+    n += (l.k_width() + (l.v_in_k ? 0 : l.v_width())) * sizeof(cuda::bf16);
   return n;
 }
 
@@ -44,16 +47,21 @@ const DeviceKVPool::LayerBuffers& DeviceKVPool::at(int layer_id) const {
   auto it = index_.find(layer_id);
   if (it == index_.end())
     throw Error(fmt::format(
-        "device KV pool has no buffer for layer {}: it holds layers [{}]. The caller asked for a layer "
+        "device KV pool has no buffer for layer {}: it holds layers [{}]. The caller asked for a "
+        "layer "
         "this process does not own or that has no KV cache (a recurrent layer, or another "
         "pipeline stage's layer).",
         layer_id, fmt::join(layer_ids(), ", ")));
   return layers_[it->second];
 }
 
-const KVLayerLayout& DeviceKVPool::layout(int layer_id) const { return at(layer_id).layout; }
+const KVLayerLayout& DeviceKVPool::layout(int layer_id) const {
+  return at(layer_id).layout;
+}
 
-cuda::bf16* DeviceKVPool::k_buffer(int layer_id) const { return at(layer_id).k.as<cuda::bf16>(); }
+cuda::bf16* DeviceKVPool::k_buffer(int layer_id) const {
+  return at(layer_id).k.as<cuda::bf16>();
+}
 
 cuda::bf16* DeviceKVPool::v_buffer(int layer_id) const {
   const auto& b = at(layer_id);
@@ -73,10 +81,13 @@ cuda::DeviceKV DeviceKVPool::view(int layer_id) const {
   return kv;
 }
 
-size_t DeviceKVPool::bytes() const { return bytes_per_slot([this] {
-  std::map<int, KVLayerLayout> m;
-  for (const auto& [id, i] : index_) m[id] = layers_[i].layout;
-  return m;
-}()) * num_slots_; }
+size_t DeviceKVPool::bytes() const {
+  return bytes_per_slot([this] {
+           std::map<int, KVLayerLayout> m;
+           for (const auto& [id, i] : index_) m[id] = layers_[i].layout;
+           return m;
+         }()) *
+         num_slots_;
+}
 
 }  // namespace strata

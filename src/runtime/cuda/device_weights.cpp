@@ -46,8 +46,8 @@ cuda::DeviceBuffer DeviceWeights::vector(const std::string& name, int64_t n) {
   return cuda::to_device(host);
 }
 
-cuda::DeviceBuffer DeviceWeights::biases(const std::vector<std::string>& prefixes, const std::vector<int64_t>& outs,
-                                         bool present) {
+cuda::DeviceBuffer DeviceWeights::biases(const std::vector<std::string>& prefixes,
+                                         const std::vector<int64_t>& outs, bool present) {
   if (!present) return {};
   std::vector<float> host;
   for (size_t i = 0; i < prefixes.size(); ++i) {

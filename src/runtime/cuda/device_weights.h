@@ -19,13 +19,15 @@ class DeviceWeights {
   DeviceWeights(WeightSource& source, bool dummy, uint64_t seed, cudaStream_t stream)
       : source_(source), dummy_(dummy), seed_(seed), stream_(stream) {}
   // `prefix.weight` of each name, [outs[i], in] each, stacked along rows.
-  cuda::DeviceBuffer matrix(const std::vector<std::string>& prefixes, int64_t in, const std::vector<int64_t>& outs);
+  cuda::DeviceBuffer matrix(const std::vector<std::string>& prefixes, int64_t in,
+                            const std::vector<int64_t>& outs);
   // A single tensor `name` of shape [rows, cols] (the embedding table).
   cuda::DeviceBuffer table(const std::string& name, int64_t rows, int64_t cols);
   // `name` [n] as f32.
   cuda::DeviceBuffer vector(const std::string& name, int64_t n);
   // Stacked biases `prefix.bias` (f32), or an empty buffer when `present` is false.
-  cuda::DeviceBuffer biases(const std::vector<std::string>& prefixes, const std::vector<int64_t>& outs, bool present);
+  cuda::DeviceBuffer biases(const std::vector<std::string>& prefixes,
+                            const std::vector<int64_t>& outs, bool present);
   size_t bytes() const { return bytes_; }
 
  private:

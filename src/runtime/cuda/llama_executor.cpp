@@ -66,8 +66,9 @@ class CudaLlamaExecutor : public DeviceExecutor {
   }
 
   std::string describe() const override {
-    return fmt::format("cuda: {} layers, {:.2f} GiB of weights, {} KV slots ({:.2f} GiB)", c_.num_layers,
-                       weights_bytes_ / kGiB, pool_ ? pool_->num_slots() : 0, pool_ ? pool_->bytes() / kGiB : 0.0);
+    return fmt::format("cuda: {} layers, {:.2f} GiB of weights, {} KV slots ({:.2f} GiB)",
+                       c_.num_layers, weights_bytes_ / kGiB, pool_ ? pool_->num_slots() : 0,
+                       pool_ ? pool_->bytes() / kGiB : 0.0);
   }
 
   std::map<int, KVLayerLayout> kv_layouts() const {
@@ -83,16 +84,20 @@ class CudaLlamaExecutor : public DeviceExecutor {
     const double budget = options_.mem_fraction_static * total_bytes - used;
     const size_t per_slot = DeviceKVPool::bytes_per_slot(kv_layouts());
     if (budget <= 0)
-      fail("--mem-fraction-static {} leaves no room for the KV cache: {:.2f} GiB of the GPU's {:.2f} GiB are "
-           "already in use (weights {:.2f} GiB); raise --mem-fraction-static or use a smaller model",
-           options_.mem_fraction_static, used / kGiB, total_bytes / kGiB, weights_bytes_ / kGiB);
+      fail(
+          "--mem-fraction-static {} leaves no room for the KV cache: {:.2f} GiB of the GPU's "
+          "{:.2f} GiB are "
+          "already in use (weights {:.2f} GiB); raise --mem-fraction-static or use a smaller model",
+          options_.mem_fraction_static, used / kGiB, total_bytes / kGiB, weights_bytes_ / kGiB);
     const int64_t fits = static_cast<int64_t>(budget / per_slot);
     if (requested > 0) {
       if (requested > fits)
-        fail("a KV cache of {} tokens needs {:.2f} GiB but --mem-fraction-static {} leaves {:.2f} GiB; lower "
-             "--max-total-tokens (at most {}) or raise --mem-fraction-static",
-             requested, requested * static_cast<double>(per_slot) / kGiB, options_.mem_fraction_static,
-             budget / kGiB, fits);
+        fail(
+            "a KV cache of {} tokens needs {:.2f} GiB but --mem-fraction-static {} leaves {:.2f} "
+            "GiB; lower "
+            "--max-total-tokens (at most {}) or raise --mem-fraction-static",
+            requested, requested * static_cast<double>(per_slot) / kGiB,
+            options_.mem_fraction_static, budget / kGiB, fits);
       return requested;
     }
     return std::min(fits, cap);
@@ -101,8 +106,9 @@ class CudaLlamaExecutor : public DeviceExecutor {
   void attach(TokenMemory& memory) override {
     attention_.reset();
     pool_ = std::make_unique<DeviceKVPool>(kv_layouts(), memory.allocator().num_slots());
-    attention_ = std::make_unique<CudaAttentionBackend>(pool_.get(), memory.req_to_token().max_requests(),
-                                                        memory.req_to_token().max_context_len(), stream_);
+    attention_ =
+        std::make_unique<CudaAttentionBackend>(pool_.get(), memory.req_to_token().max_requests(),
+                                               memory.req_to_token().max_context_len(), stream_);
   }
 
   Tensor forward(const ForwardBatch& batch) override {
@@ -119,8 +125,8 @@ class CudaLlamaExecutor : public DeviceExecutor {
     ids_.ensure(rows * sizeof(int32_t));
     cuda::argmax_rows(logits_.as<float>(), rows, c_.vocab_size, ids_.as<int32_t>(), stream_);
     std::vector<int32_t> ids(rows);
-    STRATA_CUDA_CHECK(
-        cudaMemcpyAsync(ids.data(), ids_.data(), rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(ids.data(), ids_.data(), rows * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, stream_));
     STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return ids;
   }
@@ -137,7 +143,8 @@ class CudaLlamaExecutor : public DeviceExecutor {
       const bool qkv_bias = variant.qkv_bias || c_.attention_bias;
       LayerWeights l;
       l.qkv = w.matrix({a + "q_proj", a + "k_proj", a + "v_proj"}, h, {q_width_, kv_out, kv_out});
-      l.qkv_bias = w.biases({a + "q_proj", a + "k_proj", a + "v_proj"}, {q_width_, kv_out, kv_out}, qkv_bias);
+      l.qkv_bias = w.biases({a + "q_proj", a + "k_proj", a + "v_proj"}, {q_width_, kv_out, kv_out},
+                            qkv_bias);
       l.o = w.matrix({a + "o_proj"}, q_width_, {h});
       l.o_bias = w.biases({a + "o_proj"}, {h}, c_.attention_bias);
       l.gate_up = w.matrix({m + "gate_proj", m + "up_proj"}, h, {inter, inter});
@@ -159,8 +166,8 @@ class CudaLlamaExecutor : public DeviceExecutor {
     weights_bytes_ = w.bytes();
     const auto unused = source->unused();
     if (!unused.empty())
-      std::fprintf(stderr, "warning: %zu checkpoint tensors were not used (first: %s)\n", unused.size(),
-                   unused.front().c_str());
+      std::fprintf(stderr, "warning: %zu checkpoint tensors were not used (first: %s)\n",
+                   unused.size(), unused.front().c_str());
   }
 
   void ensure_activations(int t, int rows) {
@@ -222,7 +229,8 @@ class CudaLlamaExecutor : public DeviceExecutor {
 
   std::vector<const void*> buffer_signature() const {
     std::vector<const void*> sig = attention_->buffer_signature();
-    for (const DeviceBuffer* b : {&hidden_, &x_bf16_, &qkv_, &gate_up_, &act_, &logits_}) sig.push_back(b->data());
+    for (const DeviceBuffer* b : {&hidden_, &x_bf16_, &qkv_, &gate_up_, &act_, &logits_})
+      sig.push_back(b->data());
     return sig;
   }
 
@@ -256,14 +264,15 @@ class CudaLlamaExecutor : public DeviceExecutor {
 
       cuda::rms_norm(hidden, nullptr, l.post_attention_norm.as<float>(), t, h, eps_, 0.0f, x, s);
       blas_->linear(x, t, h, l.gate_up.as<bf16>(), 2 * inter, gate_up_.as<float>());
-      if (l.gate_up_bias.data()) cuda::add_bias(gate_up_.as<float>(), l.gate_up_bias.as<float>(), t, 2 * inter, s);
+      if (l.gate_up_bias.data())
+        cuda::add_bias(gate_up_.as<float>(), l.gate_up_bias.as<float>(), t, 2 * inter, s);
       cuda::gated_act(gate_up_.as<float>(), t, inter, gelu_, act_.as<bf16>(), s);
       blas_->linear(act_.as<bf16>(), t, inter, l.down.as<bf16>(), h, hidden, 1.0f);
       if (l.down_bias.data()) cuda::add_bias(hidden, l.down_bias.as<float>(), t, h, s);
     }
     // Logits only where needed: each request's last token unless all are asked for.
-    cuda::rms_norm(hidden, all_logits ? nullptr : attention_->last_token_rows(), final_norm_.as<float>(), rows, h,
-                   eps_, 0.0f, x, s);
+    cuda::rms_norm(hidden, all_logits ? nullptr : attention_->last_token_rows(),
+                   final_norm_.as<float>(), rows, h, eps_, 0.0f, x, s);
     const bf16* head = c_.tie_word_embeddings ? embed_.as<bf16>() : lm_head_.as<bf16>();
     blas_->linear(x, rows, h, head, c_.vocab_size, logits_.as<float>());
   }
@@ -299,7 +308,8 @@ class CudaLlamaExecutor : public DeviceExecutor {
 
 }  // namespace
 
-std::unique_ptr<DeviceExecutor> make_cuda_llama_executor(const ModelConfig& config, const RunnerOptions& options,
+std::unique_ptr<DeviceExecutor> make_cuda_llama_executor(const ModelConfig& config,
+                                                         const RunnerOptions& options,
                                                          const LlamaVariant& variant) {
   return std::make_unique<CudaLlamaExecutor>(config, options, variant);
 }

@@ -10,7 +10,8 @@
 
 namespace strata {
 
-std::unique_ptr<DeviceExecutor> make_cuda_llama_executor(const ModelConfig& config, const RunnerOptions& options,
+std::unique_ptr<DeviceExecutor> make_cuda_llama_executor(const ModelConfig& config,
+                                                         const RunnerOptions& options,
                                                          const LlamaVariant& variant);
 
 }  // namespace strata
