@@ -51,18 +51,19 @@ int run(const BenchFlags& f) {
   for (int round = 0; round < rounds; ++round) {
     const bool timed = round == rounds - 1;
     const int output_len = timed ? f.output_len : std::min(f.output_len, 3);
-    std::vector<int> rows;
+    std::vector<int> rows, state_slots;  // state slots only for models with recurrent layers
     ForwardBatch prefill;
     prefill.mode = ForwardMode::Extend;
     for (int b = 0; b < f.batch_size; ++b) {
       const int row = memory.req_to_token().alloc();
       rows.push_back(row);
+      state_slots.push_back(runner.state_pool() ? runner.state_pool()->alloc() : -1);
       std::vector<int32_t> slots(f.input_len);
       STRATA_CHECK(memory.extend(row, 0, f.input_len, slots.data()), "KV cache too small");
       prefill.req_pool_indices.push_back(row);
       prefill.prefix_lens.push_back(0);
       prefill.extend_lens.push_back(f.input_len);
-      prefill.state_slots.push_back(row);
+      prefill.state_slots.push_back(state_slots.back());
       for (int i = 0; i < f.input_len; ++i) {
         prefill.input_ids.push_back(token(rng));
         prefill.positions.push_back(i);
@@ -86,13 +87,16 @@ int run(const BenchFlags& f) {
         decode.req_pool_indices.push_back(rows[b]);
         decode.prefix_lens.push_back(pos);
         decode.extend_lens.push_back(1);
-        decode.state_slots.push_back(rows[b]);
+        decode.state_slots.push_back(state_slots[b]);
       }
       t0 = std::chrono::steady_clock::now();
       next = runner.forward_greedy(decode);
       if (timed) step_s.push_back(seconds_since(t0));
     }
-    for (int b = 0; b < f.batch_size; ++b) memory.release(rows[b], f.input_len + output_len - 1);
+    for (int b = 0; b < f.batch_size; ++b) {
+      memory.release(rows[b], f.input_len + output_len - 1);
+      if (state_slots[b] >= 0) runner.state_pool()->free(state_slots[b]);
+    }
   }
   std::vector<double> sorted = step_s;
   std::sort(sorted.begin(), sorted.end());
