@@ -43,6 +43,10 @@ class GenerationState {
               const Tensor* logits);
 
   bool all_done() const;
+  // Whether request `i` has its whole sequence in the cache, so its next token can be sampled.
+  bool ready_to_sample(int i) const {
+    return !running_[i].done && running_[i].cached == static_cast<int>(running_[i].tokens.size());
+  }
   std::vector<GenerateOutput> outputs() const { return outputs_; }
   GenerateStats stats() const;
 
