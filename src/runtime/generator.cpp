@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "runtime/batch_builder.h"
 
 namespace strata {
 
@@ -18,28 +19,13 @@ struct Running {
   bool done = false;
 };
 
-// Appends request r's tokens [cached, cached + n) to the batch, allocating their KV slots.
+// Appends request r's tokens [cached, cached + n) to the batch.
 void add_extend(ForwardBatch& batch, TokenMemory& memory, Running& r, int n) {
-  std::vector<int32_t> slots(n);
-  if (!memory.extend(r.req_pool_idx, r.cached, r.cached + n, slots.data()))
+  if (!append_extend(batch, memory, r.req_pool_idx, r.tokens, r.cached, n))
     throw Error(fmt::format("out of KV cache memory: request {} needs {} more slots; raise "
                             "--max-total-tokens or send fewer requests at once",
                             r.index, n));
-  batch.req_pool_indices.push_back(r.req_pool_idx);
-  batch.prefix_lens.push_back(r.cached);
-  batch.extend_lens.push_back(n);
-  batch.state_slots.push_back(r.req_pool_idx);
-  for (int i = 0; i < n; ++i) {
-    batch.input_ids.push_back(r.tokens[r.cached + i]);
-    batch.positions.push_back(r.cached + i);
-    batch.out_cache_loc.push_back(slots[i]);
-  }
   r.cached += n;
-}
-
-bool is_stop(const SamplingParams& p, const std::vector<int>& eos, int token) {
-  if (p.stop_at_eos && std::find(eos.begin(), eos.end(), token) != eos.end()) return true;
-  return std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
 }
 
 }  // namespace
@@ -99,7 +85,7 @@ std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<Gene
     out.output_ids.push_back(token);
     if (options.return_logits) out.logits.emplace_back(l, l + vocab);
     r.tokens.push_back(token);
-    if (is_stop(p, runner.config().eos_token_ids, token)) {
+    if (is_stop_token(p, runner.config().eos_token_ids, token)) {
       out.finish_reason = "stop";
       r.done = true;
     } else if (static_cast<int>(out.output_ids.size()) >= p.max_new_tokens) {
