@@ -18,6 +18,10 @@ namespace strata {
 
 using namespace std::chrono_literals;
 
+namespace {
+constexpr int kListenBacklog = 1024;
+}
+
 bool pump(Engine& engine, const std::vector<std::shared_ptr<RequestStream>>& streams,
           const std::function<bool(size_t, RequestOutput&)>& on_output) {
   std::vector<bool> done(streams.size(), false);
@@ -240,6 +244,15 @@ HttpServer::HttpServer(ServerContext ctx)
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(ctx_.options.max_body_bytes);
   server_->set_keep_alive_timeout(5);
+  // httplib listens with a backlog of 5: a burst of connections overflows it and clients see
+  // resets. Keep the listening socket so that bind() can raise the backlog (Linux allows a
+  // second listen() on a listening socket). Replacing httplib's socket options means setting
+  // SO_REUSEADDR here too.
+  server_->set_socket_options([this](int sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd_ = sock;
+  });
   add_routes();
 }
 
@@ -273,6 +286,7 @@ int HttpServer::bind() {
       ctx_.options.port == 0
           ? server_->bind_to_any_port(ctx_.options.host)
           : (server_->bind_to_port(ctx_.options.host, ctx_.options.port) ? ctx_.options.port : -1);
+  if (port >= 0 && listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);
   if (port < 0)
     fail(
         "cannot listen on {}:{}: the port is taken or the host is not an address of this machine; "

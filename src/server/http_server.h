@@ -29,6 +29,7 @@ class HttpServer {
   void add_routes();
   ServerContext ctx_;
   std::unique_ptr<httplib::Server> server_;
+  int listen_fd_ = -1;
 };
 
 }  // namespace strata
