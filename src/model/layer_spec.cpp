@@ -37,8 +37,13 @@ std::string LayerSpec::describe() const {
   std::string s;
   if (attention != AttentionKind::None) s += to_string(attention);
   if (attention == AttentionKind::Sliding) s += fmt::format("({})", sliding_window);
-  if (recurrent != RecurrentKind::None) s += (s.empty() ? "" : "+") + std::string(to_string(recurrent));
-  return s + "/" + to_string(mlp);
+  if (recurrent != RecurrentKind::None) {
+    if (!s.empty()) s.append("+");
+    s.append(to_string(recurrent));
+  }
+  s.append("/");
+  s.append(to_string(mlp));
+  return s;
 }
 
 }  // namespace strata
