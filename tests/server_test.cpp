@@ -192,7 +192,8 @@ TEST(Server, AStreamConcatenatedEqualsTheAnswer) {
   for (int k = 0; k < 2; ++k) {
     EXPECT_EQ(ids[k], whole["choices"][k]["token_ids"].get<std::vector<int>>());
     // The second run reuses the first's cached prefix: same tokens, logprobs equal to rounding.
-    const auto expected = whole["choices"][k]["logprobs"]["token_logprobs"].get<std::vector<float>>();
+    const auto expected =
+        whole["choices"][k]["logprobs"]["token_logprobs"].get<std::vector<float>>();
     ASSERT_EQ(logprobs[k].size(), expected.size());
     for (size_t t = 0; t < expected.size(); ++t) EXPECT_NEAR(logprobs[k][t], expected[t], 1e-4);
     EXPECT_EQ(finish[k], whole["choices"][k]["finish_reason"]);
@@ -403,6 +404,31 @@ TEST(Server, ServeCommandMatchesGenerateAndStopsOnSigterm) {
   waitpid(pid, &status, 0);
   close(pipe_fd[0]);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
+}
+
+}  // namespace strata
+
+namespace strata {
+
+TEST(Server, ServeValidatesTheWholeConfigurationFirst) {
+  const std::string model = test::fixture_dir("llama");
+  std::string out, err;
+  EXPECT_EQ(test::run_strata(
+                "serve --model " + model + " --port 70000 --chunked-prefill-size 0 --page-size 0",
+                &out, &err),
+            1);
+  for (const char* words :
+       {"--port must be in 0..65535", "--chunked-prefill-size must be positive", "--page-size"})
+    EXPECT_NE(err.find(words), std::string::npos) << err;
+  // A taken port is reported before any weight loads.
+  httplib::Server holder;
+  const int port = holder.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  EXPECT_EQ(
+      test::run_strata("serve --model " + model + " --port " + std::to_string(port), &out, &err),
+      1);
+  EXPECT_NE(err.find("cannot listen on 127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << err;
 }
 
 }  // namespace strata

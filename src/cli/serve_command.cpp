@@ -67,10 +67,11 @@ int run(const ServeFlags& f) {
   sigaction(SIGINT, &action, nullptr);
 
   const ModelConfig config = ModelConfig::load(f.model.model);
-  RunnerOptions options = f.model.runner_options();
-  options.max_running_requests = f.max_running_requests;
   auto problems = serve_problems(f);
+  RunnerOptions options;
   try {
+    options = f.model.runner_options();
+    options.max_running_requests = f.max_running_requests;
     options.validate(config);
   } catch (const Error& e) {
     problems.push_back(e.what());

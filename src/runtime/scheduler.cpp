@@ -138,6 +138,18 @@ void Scheduler::release(Req& r) {
   r.locked = nullptr;
 }
 
+// Offers a request's prompt to the prefix cache as soon as its prefill is done, so that
+// requests arriving while it still decodes can reuse it. The request keeps its own pages and
+// locks the cached path instead of the one it matched at admission.
+void Scheduler::share_prompt(Req& r) {
+  if (!cache_) return;
+  cache_->insert(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached);
+  RadixCache::Match m = cache_->match_prefix(r.tokens.data(), r.cached);
+  cache_->lock(m.last);
+  if (r.locked) cache_->unlock(r.locked);
+  r.locked = m.last;
+}
+
 void Scheduler::finish(Req& r, const std::string& reason) {
   r.out.finished = true;
   r.out.finish_reason = reason;
@@ -307,8 +319,12 @@ std::vector<RequestOutput> Scheduler::step() {
 
   const Tensor logits = runner_.forward(batch);
   ++totals_.forward_passes;
-  for (size_t b = 0; b < members.size(); ++b)
-    if (!members[b]->prefilling()) sample(*members[b], logits.row(static_cast<int64_t>(b)));
+  for (size_t b = 0; b < members.size(); ++b) {
+    Req& r = *members[b];
+    if (r.prefilling()) continue;
+    if (r.cached == r.prefill_end) share_prompt(r);
+    sample(r, logits.row(static_cast<int64_t>(b)));
+  }
 
   for (auto& r : running_)
     if (r->finished || !r->out.token_ids.empty()) outputs.push_back(take_output(*r));

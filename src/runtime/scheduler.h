@@ -95,6 +95,7 @@ class Scheduler {
   int try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Req*>& members);
   void retract_until_decode_fits();
   void sample(Req& r, const float* logits);
+  void share_prompt(Req& r);
   void finish(Req& r, const std::string& reason);
   void release(Req& r);
   RequestOutput take_output(Req& r);
