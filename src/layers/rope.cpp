@@ -69,9 +69,11 @@ RotaryEmbedding::RotaryEmbedding(const RopeConfig& r, int rotary_dim, bool inter
     }
   } else if (r.type == "yarn") {
     inv_freq_ = yarn_inv_freq(r, rotary_dim, inv_freq_);
+    // transformers (and DeepSeek): the ratio only when both mscale and mscale_all_dim are
+    // given and non-zero, else the paper's 0.1 ln(factor) + 1.
     if (r.attention_factor) {
       cos_sin_scale_ = static_cast<float>(*r.attention_factor);
-    } else if (r.mscale_all_dim > 0 || r.mscale != 1.0) {
+    } else if (r.mscale != 0.0 && r.mscale_all_dim != 0.0) {
       cos_sin_scale_ = static_cast<float>(yarn_get_mscale(r.factor, r.mscale) /
                                           yarn_get_mscale(r.factor, r.mscale_all_dim));
     } else {

@@ -21,7 +21,7 @@ struct RopeConfig {
   double high_freq_factor = 4.0;  // llama3
   double original_max_position_embeddings = 0;  // llama3, yarn
   double beta_fast = 32.0, beta_slow = 1.0;     // yarn
-  double mscale = 1.0, mscale_all_dim = 0.0;    // yarn (DeepSeek)
+  double mscale = 0.0, mscale_all_dim = 0.0;    // yarn (DeepSeek); 0 = not given
   std::optional<double> attention_factor;       // yarn override
   double partial_rotary_factor = 1.0;
   // Precision of the frequency table: "f32" (transformers' own) or "bf16", which reproduces a

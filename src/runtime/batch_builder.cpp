@@ -4,14 +4,14 @@
 
 namespace strata {
 
-bool append_extend(ForwardBatch& batch, TokenMemory& memory, int req_pool_idx,
+bool append_extend(ForwardBatch& batch, TokenMemory& memory, int req_pool_idx, int state_slot,
                    const std::vector<int>& tokens, int cached, int n) {
   std::vector<int32_t> slots(n);
   if (!memory.extend(req_pool_idx, cached, cached + n, slots.data())) return false;
   batch.req_pool_indices.push_back(req_pool_idx);
   batch.prefix_lens.push_back(cached);
   batch.extend_lens.push_back(n);
-  batch.state_slots.push_back(req_pool_idx);  // one recurrent-state slot per request row
+  batch.state_slots.push_back(state_slot);
   for (int i = 0; i < n; ++i) {
     batch.input_ids.push_back(tokens[cached + i]);
     batch.positions.push_back(cached + i);

@@ -10,9 +10,10 @@
 
 namespace strata {
 
-// Appends tokens[cached, cached + n) of the request in row `req_pool_idx` to `batch`,
-// allocating their KV slots. Returns false, changing nothing, when the pages run out.
-bool append_extend(ForwardBatch& batch, TokenMemory& memory, int req_pool_idx,
+// Appends tokens[cached, cached + n) of the request in row `req_pool_idx` (recurrent state in
+// `state_slot`, -1 for models without recurrent layers) to `batch`, allocating their KV
+// slots. Returns false, changing nothing, when the pages run out.
+bool append_extend(ForwardBatch& batch, TokenMemory& memory, int req_pool_idx, int state_slot,
                    const std::vector<int>& tokens, int cached, int n);
 
 // Whether `token` ends a request: one of the model's EOS ids (unless the request ignores

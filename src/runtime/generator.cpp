@@ -13,6 +13,7 @@ namespace {
 struct Running {
   int index;          // into requests / outputs
   int req_pool_idx;   // row in the ReqToTokenPool
+  int state_slot;     // slot in the recurrent-state pool (-1: the model has no recurrent layer)
   std::vector<int> tokens;  // prompt + generated so far
   int cached = 0;     // tokens whose KV is in the cache
   std::mt19937_64 rng;
@@ -21,7 +22,7 @@ struct Running {
 
 // Appends request r's tokens [cached, cached + n) to the batch.
 void add_extend(ForwardBatch& batch, TokenMemory& memory, Running& r, int n) {
-  if (!append_extend(batch, memory, r.req_pool_idx, r.tokens, r.cached, n))
+  if (!append_extend(batch, memory, r.req_pool_idx, r.state_slot, r.tokens, r.cached, n))
     throw Error(fmt::format("out of KV cache memory: request {} needs {} more slots; raise "
                             "--max-total-tokens or send fewer requests at once",
                             r.index, n));
@@ -66,14 +67,31 @@ std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<Gene
   TokenMemory& memory = runner.memory();
   const int vocab = runner.config().vocab_size;
   std::vector<GenerateOutput> outputs(requests.size());
+  StatePool* states = runner.state_pool();
   std::vector<Running> running;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const int row = memory.req_to_token().alloc();
-    if (row < 0)
-      throw Error(fmt::format("{} prompts exceed --max-running-requests {}", requests.size(),
-                              memory.req_to_token().max_requests()));
-    Running r{static_cast<int>(i), row, requests[i].input_ids, 0, std::mt19937_64(requests[i].sampling.seed), false};
-    running.push_back(std::move(r));
+  // Gives back everything the requests hold; also runs when admission or a pass fails, so a
+  // refused batch leaves the pools as it found them.
+  auto release_all = [&]() {
+    for (auto& r : running) {
+      memory.release(r.req_pool_idx, r.cached);
+      if (r.state_slot >= 0) states->free(r.state_slot);
+    }
+    running.clear();
+  };
+  try {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const int row = memory.req_to_token().alloc();
+      if (row < 0)
+        throw Error(fmt::format("{} prompts exceed --max-running-requests {}", requests.size(),
+                                memory.req_to_token().max_requests()));
+      Running r{static_cast<int>(i), row, -1, requests[i].input_ids, 0,
+                std::mt19937_64(requests[i].sampling.seed), false};
+      running.push_back(std::move(r));
+      if (states) running.back().state_slot = states->alloc();
+    }
+  } catch (...) {
+    release_all();
+    throw;
   }
 
   // Samples from `logits` row `row` for request r; returns false when r has finished.
@@ -99,40 +117,45 @@ std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<Gene
       outputs[r.index].finish_reason = "length";
     }
 
-  // Prefill, in chunks when asked: every round takes the next piece of each unfinished prompt.
-  for (;;) {
-    ForwardBatch batch;
-    batch.mode = ForwardMode::Extend;
-    std::vector<Running*> members;
-    for (auto& r : running) {
-      const int remaining = static_cast<int>(r.tokens.size()) - r.cached;
-      if (r.done || remaining == 0) continue;
-      const int n = options.chunked_prefill_size > 0 ? std::min(remaining, options.chunked_prefill_size) : remaining;
-      add_extend(batch, memory, r, n);
-      members.push_back(&r);
+  try {
+    // Prefill, in chunks when asked: every round takes the next piece of each unfinished prompt.
+    // Only prompt tokens: once a prompt is cached its sampled tokens go through decode below.
+    for (;;) {
+      ForwardBatch batch;
+      batch.mode = ForwardMode::Extend;
+      std::vector<Running*> members;
+      for (auto& r : running) {
+        const int remaining = static_cast<int>(requests[r.index].input_ids.size()) - r.cached;
+        if (r.done || remaining == 0) continue;
+        const int n = options.chunked_prefill_size > 0 ? std::min(remaining, options.chunked_prefill_size) : remaining;
+        add_extend(batch, memory, r, n);
+        members.push_back(&r);
+      }
+      if (members.empty()) break;
+      Tensor logits = runner.forward(batch);
+      for (size_t b = 0; b < members.size(); ++b)
+        if (members[b]->cached == static_cast<int>(members[b]->tokens.size())) take(*members[b], logits, static_cast<int>(b));
     }
-    if (members.empty()) break;
-    Tensor logits = runner.forward(batch);
-    for (size_t b = 0; b < members.size(); ++b)
-      if (members[b]->cached == static_cast<int>(members[b]->tokens.size())) take(*members[b], logits, static_cast<int>(b));
-  }
 
-  // Decode: one token per unfinished request per step.
-  for (;;) {
-    ForwardBatch batch;
-    batch.mode = ForwardMode::Decode;
-    std::vector<Running*> members;
-    for (auto& r : running) {
-      if (r.done) continue;
-      add_extend(batch, memory, r, 1);
-      members.push_back(&r);
+    // Decode: one token per unfinished request per step.
+    for (;;) {
+      ForwardBatch batch;
+      batch.mode = ForwardMode::Decode;
+      std::vector<Running*> members;
+      for (auto& r : running) {
+        if (r.done) continue;
+        add_extend(batch, memory, r, 1);
+        members.push_back(&r);
+      }
+      if (members.empty()) break;
+      Tensor logits = runner.forward(batch);
+      for (size_t b = 0; b < members.size(); ++b) take(*members[b], logits, static_cast<int>(b));
     }
-    if (members.empty()) break;
-    Tensor logits = runner.forward(batch);
-    for (size_t b = 0; b < members.size(); ++b) take(*members[b], logits, static_cast<int>(b));
+  } catch (...) {
+    release_all();
+    throw;
   }
-
-  for (auto& r : running) memory.release(r.req_pool_idx, r.cached);
+  release_all();
   return outputs;
 }
 

@@ -19,6 +19,7 @@ struct Scheduler::Req {
   int row = -1;                        // ReqToTokenPool row while admitted
   int cached = 0;                      // tokens whose KV is stored
   int prefill_end = 0;                 // cached must reach this before the next token is sampled
+  int state_slot = -1;                 // recurrent-state slot while admitted (hybrid models)
   RadixCache::Node* locked = nullptr;  // the prefix-cache path this request reads
   uint64_t admitted_at = 0;            // admission order: the newest is retracted first
   bool admitted_before = false;
@@ -36,7 +37,11 @@ Scheduler::Scheduler(ModelRunner& runner, const SchedulerOptions& options)
       options_(options),
       memory_(runner.memory()),
       new_token_ratio_(options.init_new_token_ratio) {
-  if (!options.disable_radix_cache) cache_ = std::make_unique<RadixCache>(memory_.allocator());
+  // A KV prefix hit would skip the recurrent state of the prefix too; until the cache keeps
+  // state checkpoints (--mamba-radix-cache-strategy), models with recurrent layers run
+  // without it rather than give different answers.
+  if (!options.disable_radix_cache && runner.state_pool() == nullptr)
+    cache_ = std::make_unique<RadixCache>(memory_.allocator());
 }
 
 Scheduler::~Scheduler() = default;
@@ -133,6 +138,8 @@ void Scheduler::release(Req& r) {
     if (r.locked) cache_->unlock(r.locked);
   }
   memory_.release(r.row, r.cached);
+  if (r.state_slot >= 0) runner_.state_pool()->free(r.state_slot);
+  r.state_slot = -1;
   r.row = -1;
   r.cached = 0;
   r.locked = nullptr;
@@ -174,12 +181,15 @@ int Scheduler::try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Re
   const int page = memory_.allocator().page_size();
   const auto reserve = static_cast<int64_t>(std::ceil(future * new_token_ratio_ / page));
   const int64_t need = memory_.pages_needed(match.length, len);
-  const int row = available_pages() >= need + reserve ? memory_.req_to_token().alloc() : -1;
+  StatePool* states = runner_.state_pool();
+  const bool fits = available_pages() >= need + reserve && (!states || states->available() > 0);
+  const int row = fits ? memory_.req_to_token().alloc() : -1;
   if (row < 0) {
     if (cache_) cache_->unlock(match.last);
     return 0;
   }
   r.row = row;
+  if (states) r.state_slot = states->alloc();  // zeroed: the prompt is computed from its start
   if (match.length > 0) memory_.share_prefix(row, match.slots.data(), match.length);
   r.locked = cache_ ? match.last : nullptr;
   r.cached = match.length;
@@ -193,7 +203,7 @@ int Scheduler::try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Re
   }
   const int n = std::min(len - r.cached, budget);
   STRATA_CHECK(reserve_pages(memory_.pages_needed(r.cached, r.cached + n)) &&
-                   append_extend(batch, memory_, r.row, r.tokens, r.cached, n),
+                   append_extend(batch, memory_, r.row, r.state_slot, r.tokens, r.cached, n),
                "admitted request {} has no room", r.id);
   r.cached += n;
   members.push_back(&r);
@@ -270,7 +280,7 @@ std::vector<RequestOutput> Scheduler::step() {
     if (!r->prefilling() || budget <= 0) continue;
     const int n = std::min(r->prefill_end - r->cached, budget);
     if (!reserve_pages(memory_.pages_needed(r->cached, r->cached + n))) break;
-    append_extend(batch, memory_, r->row, r->tokens, r->cached, n);
+    append_extend(batch, memory_, r->row, r->state_slot, r->tokens, r->cached, n);
     r->cached += n;
     budget -= n;
     members.push_back(r.get());
@@ -295,7 +305,7 @@ std::vector<RequestOutput> Scheduler::step() {
         STRATA_CHECK(prefill, "decode of request {} does not fit after retraction", r->id);
         continue;  // mixed: this one waits for the next pure decode step
       }
-      append_extend(batch, memory_, r->row, r->tokens, r->cached, 1);
+      append_extend(batch, memory_, r->row, r->state_slot, r->tokens, r->cached, 1);
       r->cached += 1;
       members.push_back(r.get());
     }
