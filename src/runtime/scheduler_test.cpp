@@ -60,12 +60,17 @@ std::vector<std::vector<int>> shared_prefix_prompts() {
 
 }  // namespace
 
-TEST(Scheduler, GreedyOutputsMatchTheReference) {
-  const auto ref = test::load_reference("llama");
+// Dense (GQA), hybrid (Mamba2 + attention) and MLA fixtures through the scheduler: prompts
+// chunked, more prompts than rows, decode alone or mixed with prefill.
+class SchedulerGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SchedulerGolden, GreedyOutputsMatchTheReference) {
+  const auto ref = test::load_reference(GetParam());
   for (bool mixed : {false, true}) {
-    ModelRunner runner(ModelConfig::load(test::fixture_dir("llama")), test::default_options(1, 3));
+    ModelRunner runner(ModelConfig::load(test::fixture_dir(GetParam())),
+                       test::default_options(1, 3));
     SchedulerOptions o;
-    o.chunked_prefill_size = 16;  // the 45-token prompt takes three passes
+    o.chunked_prefill_size = 16;  // the longest prompt takes several passes
     o.enable_mixed_chunk = mixed;
     Scheduler s(runner, o);
     const auto out = run_all(s, ref.input_ids, 10);  // 4 prompts, 3 rows: one waits
@@ -74,10 +79,47 @@ TEST(Scheduler, GreedyOutputsMatchTheReference) {
       EXPECT_EQ(out.at(i).ids, ref.greedy_ids[i]) << "prompt " << i << " mixed " << mixed;
       EXPECT_EQ(out.at(i).reason, "length");
     }
+    EXPECT_EQ(s.stats().used_pages, s.stats().cached_pages);
   }
 }
 
-TEST(Scheduler, PrefixCacheHitsGiveTheSameTokensAndLogits) {
+// Retracted requests are recomputed from their start (a fresh recurrent state for hybrids)
+// and continue exactly where they stopped.
+TEST_P(SchedulerGolden, RetractsUnderMemoryPressureAndLosesNoRequest) {
+  std::vector<std::vector<int>> prompts;
+  for (int k = 0; k < 6; ++k) {
+    std::vector<int> p;
+    for (int i = 0; i < 12 + k; ++i) p.push_back((k * 53 + i * 7) % 500);
+    prompts.push_back(p);
+  }
+  std::map<uint64_t, Finished> roomy, tight;
+  int64_t retractions = 0;
+  for (int64_t total : {4096, 64}) {
+    RunnerOptions ro = test::default_options(1, 6);
+    ro.max_total_tokens = total;
+    ModelRunner runner(ModelConfig::load(test::fixture_dir(GetParam())), ro);
+    Scheduler s(runner, SchedulerOptions{});
+    (total == 64 ? tight : roomy) = run_all(s, prompts, 30);
+    if (total == 64) retractions = s.stats().retractions;
+    EXPECT_EQ(s.stats().used_pages, s.stats().cached_pages);
+    if (runner.state_pool()) {
+      EXPECT_EQ(runner.state_pool()->available(), 6);
+    }
+  }
+  EXPECT_GT(retractions, 0);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(tight.at(i).ids.size(), 30u) << "request " << i;
+    EXPECT_EQ(tight.at(i).ids, roomy.at(i).ids) << "request " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, SchedulerGolden,
+                         ::testing::Values("llama", "nemotron_h", "deepseek_v2_lite"));
+
+// Dense and MLA (the cache shares token slots, whatever a slot holds).
+class SchedulerPrefixCache : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SchedulerPrefixCache, HitsGiveTheSameTokensAndLogits) {
   const auto prompts = shared_prefix_prompts();
   for (int page : {1, 16}) {
     std::map<uint64_t, Finished> with, without;
@@ -117,29 +159,20 @@ TEST(Scheduler, PrefixCacheHitsGiveTheSameTokensAndLogits) {
   }
 }
 
-TEST(Scheduler, RetractsUnderMemoryPressureAndLosesNoRequest) {
-  std::vector<std::vector<int>> prompts;
-  for (int k = 0; k < 6; ++k) {
-    std::vector<int> p;
-    for (int i = 0; i < 12 + k; ++i) p.push_back((k * 53 + i * 7) % 500);
-    prompts.push_back(p);
-  }
-  std::map<uint64_t, Finished> roomy, tight;
-  int64_t retractions = 0;
-  for (int64_t total : {4096, 64}) {
-    RunnerOptions ro = test::default_options(1, 6);
-    ro.max_total_tokens = total;
-    ModelRunner runner(ModelConfig::load(test::fixture_dir("llama")), ro);
-    Scheduler s(runner, SchedulerOptions{});
-    (total == 64 ? tight : roomy) = run_all(s, prompts, 30);
-    if (total == 64) retractions = s.stats().retractions;
-    EXPECT_EQ(s.stats().used_pages, s.stats().cached_pages);
-  }
-  EXPECT_GT(retractions, 0);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    ASSERT_EQ(tight.at(i).ids.size(), 30u) << "request " << i;
-    EXPECT_EQ(tight.at(i).ids, roomy.at(i).ids) << "request " << i;
-  }
+INSTANTIATE_TEST_SUITE_P(Fixtures, SchedulerPrefixCache,
+                         ::testing::Values("llama", "deepseek_v2_lite"));
+
+// A hybrid model runs without the KV prefix cache: a hit would skip the prefix's state.
+TEST(Scheduler, HybridModelsRunWithoutThePrefixCache) {
+  ModelRunner runner(ModelConfig::load(test::fixture_dir("nemotron_h")),
+                     test::default_options(1, 2));
+  Scheduler s(runner, SchedulerOptions{});
+  const auto prompts = shared_prefix_prompts();
+  run_all(s, {prompts[0]}, 4);
+  run_all(s, {prompts[1]}, 4);
+  EXPECT_EQ(s.stats().cached_prompt_tokens, 0);
+  EXPECT_EQ(s.stats().used_pages, 0);
+  EXPECT_EQ(runner.state_pool()->available(), 2);
 }
 
 TEST(Scheduler, AbortFreesEverythingAndRejectsBadRequests) {
