@@ -12,6 +12,7 @@ ctest --test-dir build -j"$JOBS" --output-on-failure
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON -DCMAKE_CXX_FLAGS=-O1
 cmake --build build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp \
   ctest --test-dir build-asan -j"$JOBS" --output-on-failure
 
 # The CUDA build, wherever nvcc is installed: it must compile everywhere; its GPU tests skip
