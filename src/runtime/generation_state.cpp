@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/batch_builder.h"
 
 namespace strata {
 
@@ -54,21 +55,11 @@ void GenerationState::release_all() {
 
 // Appends request r's tokens [cached, cached + n) to the batch, allocating their KV slots.
 void GenerationState::add_extend(ForwardBatch& batch, Running& r, int n) {
-  std::vector<int32_t> slots(n);
-  if (!memory_.extend(r.req_pool_idx, r.cached, r.cached + n, slots.data()))
+  if (!append_extend(batch, memory_, r.req_pool_idx, r.state_slot, r.tokens, r.cached, n))
     throw Error(
         fmt::format("out of KV cache memory: request {} needs {} more slots; raise "
                     "--max-total-tokens or send fewer requests at once",
                     r.index, n));
-  batch.req_pool_indices.push_back(r.req_pool_idx);
-  batch.prefix_lens.push_back(r.cached);
-  batch.extend_lens.push_back(n);
-  batch.state_slots.push_back(r.state_slot);
-  for (int i = 0; i < n; ++i) {
-    batch.input_ids.push_back(r.tokens[r.cached + i]);
-    batch.positions.push_back(r.cached + i);
-    batch.out_cache_loc.push_back(slots[i]);
-  }
   r.cached += n;
 }
 
@@ -105,10 +96,7 @@ std::vector<int32_t> GenerationState::sample(const std::vector<int>& members,
 }
 
 bool GenerationState::is_stop(const SamplingParams& p, int token) const {
-  const auto& eos = config_.eos_token_ids;
-  if (p.stop_at_eos && std::find(eos.begin(), eos.end(), token) != eos.end()) return true;
-  return std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
-         p.stop_token_ids.end();
+  return is_stop_token(p, config_.eos_token_ids, token);
 }
 
 void GenerationState::accept(const std::vector<int>& members, const std::vector<int32_t>& tokens,
