@@ -60,6 +60,7 @@ RunnerOptions default_options(int page_size, int max_requests) {
 Tensor prefill_all_logits(ModelRunner& runner, const std::vector<int>& ids, int chunk) {
   TokenMemory& memory = runner.memory();
   const int row = memory.req_to_token().alloc();
+  const int state_slot = runner.state_pool() ? runner.state_pool()->alloc() : -1;
   const int n = static_cast<int>(ids.size());
   const int vocab = runner.config().vocab_size;
   Tensor all({n, vocab});
@@ -74,7 +75,7 @@ Tensor prefill_all_logits(ModelRunner& runner, const std::vector<int>& ids, int 
     b.req_pool_indices = {row};
     b.prefix_lens = {done};
     b.extend_lens = {len};
-    b.state_slots = {row};
+    b.state_slots = {state_slot};
     for (int i = 0; i < len; ++i) {
       b.input_ids.push_back(ids[done + i]);
       b.positions.push_back(done + i);
@@ -85,6 +86,7 @@ Tensor prefill_all_logits(ModelRunner& runner, const std::vector<int>& ids, int 
     done += len;
   }
   memory.release(row, n);
+  if (state_slot >= 0) runner.state_pool()->free(state_slot);
   return all;
 }
 

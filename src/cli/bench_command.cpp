@@ -45,18 +45,19 @@ int run(const BenchFlags& f) {
 
   std::mt19937 rng(static_cast<uint32_t>(f.model.seed));
   std::uniform_int_distribution<int> token(0, config.vocab_size - 1);
-  std::vector<int> rows;
+  std::vector<int> rows, state_slots;  // state slots only for models with recurrent layers
   ForwardBatch prefill;
   prefill.mode = ForwardMode::Extend;
   for (int b = 0; b < f.batch_size; ++b) {
     const int row = memory.req_to_token().alloc();
     rows.push_back(row);
+    state_slots.push_back(runner.state_pool() ? runner.state_pool()->alloc() : -1);
     std::vector<int32_t> slots(f.input_len);
     STRATA_CHECK(memory.extend(row, 0, f.input_len, slots.data()), "KV cache too small");
     prefill.req_pool_indices.push_back(row);
     prefill.prefix_lens.push_back(0);
     prefill.extend_lens.push_back(f.input_len);
-    prefill.state_slots.push_back(row);
+    prefill.state_slots.push_back(state_slots.back());
     for (int i = 0; i < f.input_len; ++i) {
       prefill.input_ids.push_back(token(rng));
       prefill.positions.push_back(i);
@@ -82,7 +83,7 @@ int run(const BenchFlags& f) {
       decode.req_pool_indices.push_back(rows[b]);
       decode.prefix_lens.push_back(pos);
       decode.extend_lens.push_back(1);
-      decode.state_slots.push_back(rows[b]);
+      decode.state_slots.push_back(state_slots[b]);
     }
     t0 = std::chrono::steady_clock::now();
     logits = runner.forward(decode);

@@ -21,6 +21,11 @@ void ModelFlags::add_to(CLI::App& app) {
   app.add_option("--context-length", context_length, "maximum tokens per request (0: from config)");
   app.add_option("--max-total-tokens", max_total_tokens, "KV cache size in tokens (0: derived)");
   app.add_option("--seed", seed, "random seed (sampling, dummy weights)");
+  app.add_option("--max-mamba-cache-size", max_mamba_cache_size,
+                 "requests that can hold recurrent (Mamba) state at once (0: --max-running-requests)");
+  app.add_option("--mamba-ssm-dtype", mamba_ssm_dtype, "storage dtype of the SSM state: float32 | bfloat16");
+  app.add_option("--mamba-radix-cache-strategy", mamba_radix_cache_strategy,
+                 "auto | no_buffer | extra_buffer (checked against the device)");
 }
 
 RunnerOptions ModelFlags::runner_options() const {
@@ -34,6 +39,9 @@ RunnerOptions ModelFlags::runner_options() const {
   o.max_total_tokens = max_total_tokens;
   o.load_format = parse_load_format(load_format);
   o.seed = seed;
+  o.max_mamba_cache_size = max_mamba_cache_size;
+  o.mamba_ssm_dtype = mamba_ssm_dtype;
+  o.mamba_radix_cache_strategy = mamba_radix_cache_strategy;
   return o;
 }
 

@@ -21,6 +21,9 @@ struct ModelFlags {
   int context_length = 0;
   int64_t max_total_tokens = 0;
   uint64_t seed = 0;
+  int max_mamba_cache_size = 0;
+  std::string mamba_ssm_dtype = "float32";
+  std::string mamba_radix_cache_strategy = "auto";
 
   void add_to(CLI::App& app);
   // Validated runner options (throws Error naming each bad flag). Pipeline flags are read by

@@ -41,6 +41,9 @@ Tensor GQAAttention::forward(const Tensor& x, const ForwardBatch& batch, Forward
       k_norm_.forward(qkv.row(i) + q_w, hkv, qkv.row(i) + q_w);
     }
   }
+  if (opt_.k_scale != 1.0f)
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < kv_w; ++j) qkv.row(i)[q_w + j] *= opt_.k_scale;
   if (opt_.use_rope) {
     rope_.apply(qkv.data(), t, hq, row, hd, batch.positions.data());
     rope_.apply(qkv.data() + q_w, t, hkv, row, hd, batch.positions.data());

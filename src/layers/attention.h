@@ -23,6 +23,7 @@ struct AttentionOptions {
   bool use_rope = true;
   RopeConfig rope;
   float scale = 0.0f;         // 0: 1/sqrt(head_dim)
+  float k_scale = 1.0f;       // multiplies k after its projection (Falcon-H1's key_multiplier)
   std::string q = "q_proj", k = "k_proj", v = "v_proj", o = "o_proj";
   std::string q_norm = "q_norm", k_norm = "k_norm";
 };

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cache/kv_layout.h"
+#include "cache/state_layout.h"
 #include "core/tensor.h"
 #include "model/config.h"
 #include "runtime/forward_batch.h"
@@ -14,6 +15,7 @@
 namespace strata {
 
 class AttentionBackend;
+class StatePool;
 
 struct StagePlan {
   int start_layer = 0, end_layer = 0;  // [start, end)
@@ -25,7 +27,7 @@ struct StagePlan {
 // What layers may use during a pass besides the batch itself.
 struct ForwardContext {
   AttentionBackend* attention = nullptr;
-  void* recurrent_state = nullptr;  // the state pool of recurrent layers (hybrid models)
+  StatePool* recurrent_state = nullptr;  // per-request state of recurrent layers (hybrid models)
 };
 
 class CausalLM {
@@ -36,6 +38,9 @@ class CausalLM {
   // KV layout of each attention layer this stage owns, keyed by global layer id; the KV pool
   // is built from exactly this.
   virtual std::map<int, KVLayerLayout> kv_layouts() const = 0;
+  // State layout of each recurrent layer this stage owns (Mamba2, ...), keyed by global layer
+  // id; the state pool is built from exactly this. Empty for models without recurrent layers.
+  virtual std::map<int, RecurrentStateLayout> state_layouts() const { return {}; }
   // First stage: embeds batch.input_ids (hidden_in unused). Other stages: take hidden_in
   // [T, hidden]. Returns [T, hidden] for the next stage, or on the last stage logits
   // [rows, vocab]: one row per request (its last token) or, with return_all_logits, per token.

@@ -82,7 +82,11 @@ ModelConfig ModelConfig::from_json(const json& cfg, const std::string& source) {
   };
   c.vocab_size = required("vocab_size");
   c.hidden_size = required("hidden_size");
-  c.num_layers = required("num_hidden_layers");
+  // transformers 5 drops num_hidden_layers where a per-layer list (layers_block_type) implies it.
+  for (const char* list : {"layers_block_type", "layer_types"})
+    if (!cfg.contains("num_hidden_layers") && cfg.contains(list) && cfg[list].is_array())
+      c.num_layers = static_cast<int>(cfg[list].size());
+  if (c.num_layers == 0) c.num_layers = required("num_hidden_layers");
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.num_layers <= 0)
     fail("{}: vocab_size, hidden_size and num_hidden_layers must be positive (got {}, {}, {})",
          source, c.vocab_size, c.hidden_size, c.num_layers);

@@ -28,6 +28,13 @@ std::map<int, KVLayerLayout> DecoderModel::kv_layouts() const {
   return out;
 }
 
+std::map<int, RecurrentStateLayout> DecoderModel::state_layouts() const {
+  std::map<int, RecurrentStateLayout> out;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (auto l = layers_[i]->state_layout()) out[stage_.start_layer + static_cast<int>(i)] = *l;
+  return out;
+}
+
 Tensor DecoderModel::forward(const ForwardBatch& batch, ForwardContext& ctx, const Tensor& hidden_in) {
   Tensor hidden;
   if (stage_.is_first) {

@@ -18,6 +18,8 @@ class DecoderLayer {
   virtual void forward(Tensor& hidden, const ForwardBatch& batch, ForwardContext& ctx) = 0;
   // The layer's KV-cache layout, if it has attention.
   virtual std::optional<KVLayerLayout> kv_layout() const { return std::nullopt; }
+  // The layer's per-request recurrent state, if it has a recurrent mixer.
+  virtual std::optional<RecurrentStateLayout> state_layout() const { return std::nullopt; }
 };
 
 struct DecoderNames {
@@ -38,6 +40,7 @@ class DecoderModel : public CausalLM {
   const ModelConfig& config() const override { return config_; }
   const StagePlan& stage() const override { return stage_; }
   std::map<int, KVLayerLayout> kv_layouts() const override;
+  std::map<int, RecurrentStateLayout> state_layouts() const override;
   Tensor forward(const ForwardBatch& batch, ForwardContext& ctx, const Tensor& hidden_in) override;
 
  private:

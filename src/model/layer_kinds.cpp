@@ -59,6 +59,66 @@ std::vector<LayerSpec> mla_moe_decoder(const ModelConfig& c) {
   return layers;
 }
 
+LayerSpec mamba2_layer(MlpKind mlp) {
+  LayerSpec s;
+  s.recurrent = RecurrentKind::Mamba2;
+  s.mlp = mlp;
+  return s;
+}
+
+// NemotronH: every layer is ONE mixer behind a pre-norm: Mamba2, attention, a dense MLP or an
+// MoE. transformers 4.x configs spell the layout as `hybrid_override_pattern` (one character
+// per layer: M * - E); transformers 5 writes `layers_block_type` (a name per layer).
+std::vector<LayerSpec> nemotron_h(const ModelConfig& c) {
+  std::vector<std::string> types;
+  if (c.raw.contains("layers_block_type") && c.raw["layers_block_type"].is_array()) {
+    for (const auto& t : c.raw["layers_block_type"])
+      types.push_back(t.is_string() ? t.get<std::string>() : t.dump());
+  } else if (c.raw.contains("hybrid_override_pattern") && c.raw["hybrid_override_pattern"].is_string()) {
+    for (char ch : c.raw["hybrid_override_pattern"].get<std::string>()) types.emplace_back(1, ch);
+  } else {
+    fail("config.json: {} needs `hybrid_override_pattern` (e.g. \"M-M*-\") or `layers_block_type` "
+         "to say what each layer is",
+         c.architecture);
+  }
+  std::vector<LayerSpec> layers;
+  for (const std::string& t : types) {
+    LayerSpec s;
+    s.mlp = MlpKind::None;
+    if (t == "M" || t == "mamba" || t == "linear_attention") s.recurrent = RecurrentKind::Mamba2;
+    else if (t == "*" || t == "attention" || t == "full_attention") s.attention = AttentionKind::Full;
+    else if (t == "-" || t == "mlp") s.mlp = MlpKind::Dense;
+    else if (t == "E" || t == "moe") s.mlp = MlpKind::MoE;
+    else
+      fail("config.json: NemotronH layer type '{}' is not known (expected M, *, -, E or mamba, "
+           "attention, mlp, moe)",
+           t);
+    layers.push_back(s);
+  }
+  return layers;
+}
+
+// Bamba: Mamba2 layers except those listed in `attn_layer_indices`; each layer has an MLP.
+std::vector<LayerSpec> bamba(const ModelConfig& c) {
+  std::vector<LayerSpec> layers(c.num_layers, mamba2_layer(MlpKind::Dense));
+  if (c.raw.contains("attn_layer_indices") && c.raw["attn_layer_indices"].is_array()) {
+    for (const auto& i : c.raw["attn_layer_indices"]) {
+      if (!i.is_number_integer() || i.get<int>() < 0 || i.get<int>() >= c.num_layers)
+        fail("config.json: attn_layer_indices entry {} is not a layer of a {}-layer model", i.dump(),
+             c.num_layers);
+      layers[i.get<int>()] = attention_layer(c, false);
+    }
+  }
+  return layers;
+}
+
+// Falcon-H1: attention and Mamba2 side by side in every layer, then an MLP.
+std::vector<LayerSpec> falcon_h1(const ModelConfig& c) {
+  LayerSpec s = mamba2_layer(MlpKind::Dense);
+  s.attention = AttentionKind::Full;
+  return std::vector<LayerSpec>(c.num_layers, s);
+}
+
 // model_type -> classifier. Families not listed are dense decoders.
 const std::map<std::string, Classifier>& families() {
   static const std::map<std::string, Classifier> kFamilies = {
@@ -67,6 +127,9 @@ const std::map<std::string, Classifier>& families() {
       {"qwen3", dense_decoder},
       {"mistral", dense_decoder},
       {"deepseek_v2", mla_moe_decoder}, {"deepseek_v3", mla_moe_decoder},
+      {"nemotron_h", nemotron_h},
+      {"bamba", bamba},
+      {"falcon_h1", falcon_h1},
   };
   return kFamilies;
 }

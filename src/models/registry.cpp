@@ -13,6 +13,9 @@ namespace strata {
 std::unique_ptr<CausalLM> build_qwen2(const ModelConfig&, WeightSource&, const StagePlan&);
 std::unique_ptr<CausalLM> build_qwen3(const ModelConfig&, WeightSource&, const StagePlan&);
 std::unique_ptr<CausalLM> build_mistral(const ModelConfig&, WeightSource&, const StagePlan&);
+std::unique_ptr<CausalLM> build_nemotron_h(const ModelConfig&, WeightSource&, const StagePlan&);
+std::unique_ptr<CausalLM> build_bamba(const ModelConfig&, WeightSource&, const StagePlan&);
+std::unique_ptr<CausalLM> build_falcon_h1(const ModelConfig&, WeightSource&, const StagePlan&);
 std::unique_ptr<CausalLM> build_deepseek(const ModelConfig&, WeightSource&, const StagePlan&);
 
 namespace {
@@ -28,6 +31,9 @@ const std::map<std::string, Builder>& builders() {
       {"Qwen2ForCausalLM", build_qwen2},
       {"Qwen3ForCausalLM", build_qwen3},
       {"MistralForCausalLM", build_mistral},
+      {"NemotronHForCausalLM", build_nemotron_h},
+      {"BambaForCausalLM", build_bamba},
+      {"FalconH1ForCausalLM", build_falcon_h1},
       {"DeepseekV2ForCausalLM", build_deepseek},
       {"DeepseekV3ForCausalLM", build_deepseek},
   };

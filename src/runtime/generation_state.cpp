@@ -8,9 +8,10 @@ namespace strata {
 
 GenerationState::GenerationState(const ModelConfig& config, TokenMemory& memory,
                                  const std::vector<GenerateRequest>& requests,
-                                 const GenerateOptions& options)
+                                 const GenerateOptions& options, StatePool* states)
     : config_(config),
       memory_(memory),
+      states_(states),
       requests_(requests),
       options_(options),
       outputs_(requests.size()) {
@@ -18,14 +19,21 @@ GenerationState::GenerationState(const ModelConfig& config, TokenMemory& memory,
   for (size_t i = 0; i < requests.size(); ++i) {
     const int row = memory.req_to_token().alloc();
     if (row < 0) {
-      for (auto& r : running_) memory.release(r.req_pool_idx, 0);
-      running_.clear();
+      release_all();
       throw Error(fmt::format("{} prompts exceed --max-running-requests {}", requests.size(),
                               memory.req_to_token().max_requests()));
     }
     const auto& req = requests[i];
-    running_.push_back(Running{static_cast<int>(i), row, static_cast<int>(req.input_ids.size()),
+    running_.push_back(Running{static_cast<int>(i), row, -1, static_cast<int>(req.input_ids.size()),
                                req.input_ids, 0, std::mt19937_64(req.sampling.seed), false});
+    if (states_) {
+      try {
+        running_.back().state_slot = states_->alloc();
+      } catch (...) {
+        release_all();
+        throw;
+      }
+    }
     if (req.sampling.max_new_tokens == 0) {
       running_.back().done = true;
       outputs_[i].finish_reason = "length";
@@ -35,7 +43,16 @@ GenerationState::GenerationState(const ModelConfig& config, TokenMemory& memory,
 }
 
 GenerationState::~GenerationState() {
-  for (auto& r : running_) memory_.release(r.req_pool_idx, r.cached);
+  release_all();
+}
+
+// Gives back every row, KV slot and state slot the requests hold.
+void GenerationState::release_all() {
+  for (auto& r : running_) {
+    memory_.release(r.req_pool_idx, r.cached);
+    if (r.state_slot >= 0) states_->free(r.state_slot);
+  }
+  running_.clear();
 }
 
 // Appends request r's tokens [cached, cached + n) to the batch, allocating their KV slots.
@@ -49,7 +66,7 @@ void GenerationState::add_extend(ForwardBatch& batch, Running& r, int n) {
   batch.req_pool_indices.push_back(r.req_pool_idx);
   batch.prefix_lens.push_back(r.cached);
   batch.extend_lens.push_back(n);
-  batch.state_slots.push_back(r.req_pool_idx);
+  batch.state_slots.push_back(r.state_slot);
   for (int i = 0; i < n; ++i) {
     batch.input_ids.push_back(r.tokens[r.cached + i]);
     batch.positions.push_back(r.cached + i);

@@ -15,9 +15,11 @@ namespace strata {
 
 class GenerationState {
  public:
-  // Takes a row of `memory` for every request (Error when there are not enough).
+  // Takes a row of `memory` for every request, and a slot of `states` when the model (stage)
+  // has recurrent layers (Error when there are not enough; nothing stays taken then).
   GenerationState(const ModelConfig& config, TokenMemory& memory,
-                  const std::vector<GenerateRequest>& requests, const GenerateOptions& options);
+                  const std::vector<GenerateRequest>& requests, const GenerateOptions& options,
+                  StatePool* states = nullptr);
   ~GenerationState();  // gives the rows and slots back
   GenerationState(const GenerationState&) = delete;
   GenerationState& operator=(const GenerationState&) = delete;
@@ -48,6 +50,7 @@ class GenerationState {
   struct Running {
     int index;         // into requests / outputs
     int req_pool_idx;  // row in the ReqToTokenPool
+    int state_slot;    // slot in the recurrent-state pool (-1: no recurrent layer here)
     int prompt_len;
     std::vector<int> tokens;  // prompt + generated so far
     int cached = 0;           // tokens whose KV is in the cache
@@ -58,9 +61,11 @@ class GenerationState {
   void add_extend(ForwardBatch& batch, Running& r, int n);
   bool is_stop(const SamplingParams& p, int token) const;
   void note_progress();
+  void release_all();
 
   const ModelConfig& config_;
   TokenMemory& memory_;
+  StatePool* states_;
   const std::vector<GenerateRequest>& requests_;
   GenerateOptions options_;
   std::vector<Running> running_;

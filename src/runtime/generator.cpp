@@ -53,7 +53,7 @@ int64_t kv_slots_needed(const std::vector<GenerateRequest>& requests, int page_s
 std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<GenerateRequest>& requests,
                                      const GenerateOptions& options, GenerateStats* stats) {
   validate_requests(runner, requests);
-  GenerationState state(runner.config(), runner.memory(), requests, options);
+  GenerationState state(runner.config(), runner.memory(), requests, options, runner.state_pool());
   const auto groups = split_into_micro_batches(static_cast<int>(requests.size()), std::max(1, options.micro_batches));
   // Each pass: the next prompt pieces while any prompt of the group is unread, then one token
   // per request. Groups take turns, as the pipeline's micro-batches do.

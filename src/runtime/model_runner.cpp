@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
 #include "models/registry.h"
+#include "runtime/capabilities.h"
 
 namespace strata {
 
@@ -36,6 +37,15 @@ void RunnerOptions::validate(const ModelConfig& config) const {
                 stage->start_layer > stage->end_layer))
     problems.push_back(fmt::format("stage layers [{}, {}) do not fit a model of {} layers",
                                    stage->start_layer, stage->end_layer, config.num_layers));
+  if (max_mamba_cache_size < 0)
+    problems.push_back(fmt::format("--max-mamba-cache-size must be positive, got {}", max_mamba_cache_size));
+  try {
+    parse_ssm_dtype(mamba_ssm_dtype);
+  } catch (const Error& e) {
+    problems.push_back(e.what());
+  }
+  if (auto p = check_capability("mamba_radix_cache_strategy", mamba_radix_cache_strategy, device))
+    problems.push_back(*p);
   if (!problems.empty()) fail("invalid configuration:\n  - {}", fmt::join(problems, "\n  - "));
 }
 
@@ -74,6 +84,12 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
     kv_pool_ = std::make_unique<KVPool>(layouts, memory_->allocator().num_slots());
     attention_ = make_cpu_attention_backend(kv_pool_.get(), &memory_->req_to_token());
   }
+  const auto states = model_->state_layouts();
+  if (!states.empty()) {
+    const int slots = options.max_mamba_cache_size > 0 ? options.max_mamba_cache_size : options.max_running_requests;
+    state_pool_ = std::make_unique<StatePool>(states, slots, parse_ssm_dtype(options.mamba_ssm_dtype));
+  }
+  mamba_strategy_ = resolve_capability("mamba_radix_cache_strategy", options.mamba_radix_cache_strategy, options.device);
 }
 
 ModelRunner::~ModelRunner() = default;
@@ -82,6 +98,7 @@ Tensor ModelRunner::forward(const ForwardBatch& batch, const Tensor& hidden_in) 
   if (attention_) attention_->prepare(batch);
   ForwardContext ctx;
   ctx.attention = attention_.get();
+  ctx.recurrent_state = state_pool_.get();
   return model_->forward(batch, ctx, hidden_in);
 }
 

@@ -9,6 +9,7 @@
 #include "attention/backend.h"
 #include "cache/kv_pool.h"
 #include "cache/req_to_token_pool.h"
+#include "cache/state_pool.h"
 #include "model/causal_lm.h"
 #include "model/weights.h"
 
@@ -25,6 +26,12 @@ struct RunnerOptions {
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::optional<StagePlan> stage;  // default: the whole model
+  // Recurrent-state pool (hybrid models): requests that can hold state at once (0: the
+  // max_running_requests), the SSM state's storage dtype, and the prefix-cache strategy for
+  // recurrent state (validated against the device capability table).
+  int max_mamba_cache_size = 0;
+  std::string mamba_ssm_dtype = "float32";
+  std::string mamba_radix_cache_strategy = "auto";
 
   // Everything that can be checked before weights load; throws one Error listing all problems.
   void validate(const ModelConfig& config) const;
@@ -45,6 +52,9 @@ class ModelRunner {
   CausalLM& model() { return *model_; }
   TokenMemory& memory() { return *memory_; }
   KVPool* kv_pool() { return kv_pool_.get(); }  // null when the stage has no attention layer
+  StatePool* state_pool() { return state_pool_.get(); }  // null when it has no recurrent layer
+  // --mamba-radix-cache-strategy after resolving auto for the device.
+  const std::string& mamba_radix_cache_strategy() const { return mamba_strategy_; }
   AttentionBackend* attention() { return attention_.get(); }
   int max_context_len() const { return max_context_len_; }
 
@@ -56,6 +66,8 @@ class ModelRunner {
   std::unique_ptr<CausalLM> model_;
   std::unique_ptr<TokenMemory> memory_;
   std::unique_ptr<KVPool> kv_pool_;
+  std::unique_ptr<StatePool> state_pool_;
+  std::string mamba_strategy_;
   std::unique_ptr<AttentionBackend> attention_;
 };
 

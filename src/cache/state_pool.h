@@ -1,0 +1,68 @@
+#pragma once
+// StatePool: the recurrent state of the recurrent layers (Mamba2, later short-conv and gated
+// delta net) that one process owns, one slot per running request. Unlike the KV cache it does
+// not grow with the sequence: a slot holds, per layer, the last inputs of the causal conv and
+// the SSM state. It is addressed by global layer id like the KV pool and fails loudly, naming
+// the ids it holds, for any other id (DESIGN.md §1.1). Slots are taken when a request is
+// admitted and given back when it finishes; a full pool refuses the new request and leaves
+// every running one untouched.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cache/state_layout.h"
+#include "core/dtype.h"
+
+namespace strata {
+
+// Parses --mamba-ssm-dtype: float32 (default) or bfloat16.
+DType parse_ssm_dtype(const std::string& name);
+
+class StatePool {
+ public:
+  // `layers`: global layer id -> layout; `num_slots`: requests that can hold state at once.
+  StatePool(std::map<int, RecurrentStateLayout> layers, int num_slots,
+            DType ssm_dtype = DType::F32);
+
+  bool holds(int layer_id) const { return index_.count(layer_id) > 0; }
+  std::vector<int> layer_ids() const;
+  const RecurrentStateLayout& layout(int layer_id) const;
+  DType ssm_dtype() const { return ssm_dtype_; }
+  int num_slots() const { return num_slots_; }
+  int available() const { return static_cast<int>(free_.size()); }
+
+  // A zeroed slot for a new request. When every slot is taken this throws a RequestError that
+  // names the limit and the flag; the pool is left exactly as it was.
+  int alloc();
+  void free(int slot);
+  bool in_use(int slot) const { return slot >= 0 && slot < num_slots_ && in_use_[slot]; }
+
+  // Conv state of `slot` [conv_channels, conv_width], oldest input first. Always f32.
+  float* conv_state(int layer_id, int slot);
+  // The SSM state in place when it is stored as f32; nullptr for other dtypes (use read/write).
+  float* ssm_state_f32(int layer_id, int slot);
+  void read_ssm(int layer_id, int slot, float* out) const;
+  void write_ssm(int layer_id, int slot, const float* in);
+  size_t bytes() const;
+
+ private:
+  struct LayerState {
+    RecurrentStateLayout layout;
+    std::vector<float> conv;      // [num_slots, conv_numel]
+    std::vector<float> ssm32;     // [num_slots, ssm_numel] when f32
+    std::vector<uint16_t> ssm16;  // [num_slots, ssm_numel] when bf16
+  };
+  LayerState& at(int layer_id);
+  const LayerState& at(int layer_id) const;
+  void check_slot(int slot) const;
+  void zero(int slot);
+
+  int num_slots_;
+  DType ssm_dtype_;
+  std::map<int, int> index_;  // global layer id -> local index
+  std::vector<LayerState> layers_;
+  std::vector<int> free_;
+  std::vector<bool> in_use_;
+};
+
+}  // namespace strata

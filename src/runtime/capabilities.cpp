@@ -1,0 +1,81 @@
+#include "runtime/capabilities.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace strata {
+
+namespace {
+
+bool supports(const CapabilityRow& row, const std::string& device) {
+  return std::find(row.devices.begin(), row.devices.end(), device) != row.devices.end();
+}
+
+std::vector<const CapabilityRow*> rows_of(const std::string& feature) {
+  std::vector<const CapabilityRow*> out;
+  for (const auto& row : capability_table())
+    if (row.feature == feature) out.push_back(&row);
+  return out;
+}
+
+}  // namespace
+
+const std::vector<CapabilityRow>& capability_table() {
+  static const std::vector<CapabilityRow> kTable = {
+      {"mamba_radix_cache_strategy",
+       "--mamba-radix-cache-strategy",
+       "extra_buffer",
+       {"cuda"},
+       "an extra recurrent-state buffer per request, copied on the device at prefix-cache "
+       "boundaries by the CUDA backend"},
+      {"mamba_radix_cache_strategy",
+       "--mamba-radix-cache-strategy",
+       "no_buffer",
+       {"cpu", "cuda"},
+       "nothing beyond the state pool"},
+  };
+  return kTable;
+}
+
+std::vector<std::string> capability_values(const std::string& feature) {
+  std::vector<std::string> out;
+  for (const auto* row : rows_of(feature)) out.push_back(row->value);
+  return out;
+}
+
+std::string resolve_capability(const std::string& feature, const std::string& value,
+                               const std::string& device) {
+  if (value != "auto") return value;
+  for (const auto* row : rows_of(feature))
+    if (supports(*row, device)) return row->value;
+  return value;
+}
+
+std::optional<std::string> check_capability(const std::string& feature, const std::string& value,
+                                            const std::string& device) {
+  const auto rows = rows_of(feature);
+  if (rows.empty()) return fmt::format("unknown feature '{}' (a bug in strata)", feature);
+  const std::string& flag = rows.front()->flag;
+  std::vector<std::string> here;  // settings that do run on this device
+  for (const auto* row : rows)
+    if (supports(*row, device)) here.push_back(row->value);
+  if (value == "auto") {
+    if (!here.empty()) return std::nullopt;
+    return fmt::format("{} auto: no setting of it runs on device {}", flag, device);
+  }
+  auto it = std::find_if(rows.begin(), rows.end(),
+                         [&](const CapabilityRow* r) { return r->value == value; });
+  if (it == rows.end())
+    return fmt::format("{} '{}' is unknown: use auto, {}", flag, value,
+                       fmt::join(capability_values(feature), ", "));
+  if (supports(**it, device)) return std::nullopt;
+  return fmt::format(
+      "{} {} is not available on device {}: it needs {}, which runs on [{}]; on {} use {} {}", flag,
+      value, device, (*it)->why, fmt::join((*it)->devices, ", "), device, flag,
+      here.empty() ? std::string("(none available)")
+                   : fmt::format("{}", fmt::join(here, " or ")) + " (or auto)");
+}
+
+}  // namespace strata
