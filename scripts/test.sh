@@ -12,4 +12,15 @@ ctest --test-dir build -j"$JOBS" --output-on-failure
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON -DCMAKE_CXX_FLAGS=-O1
 cmake --build build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp \
   ctest --test-dir build-asan -j"$JOBS" --output-on-failure
+
+# The CUDA build, wherever nvcc is installed: it must compile everywhere; its GPU tests skip
+# with a visible message on machines without a GPU (CI), and run on one that has it.
+NVCC=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+if [ -x "$NVCC" ]; then
+  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC"
+  cmake --build build-cuda
+  ./build-cuda/tests/strata_tests \
+    --gtest_filter='CudaKernels*:Shapes/CudaBackendVsCpu*:DeviceKVPool*:Fixtures/DenseGoldenCuda*'
+fi

@@ -185,8 +185,8 @@ TEST(PipelineStage, LaterStageRunsAttentionFromItsOwnPool) {
   gen.return_logits = true;
   const auto expected = generate(whole, requests, gen);
 
-  GenerationState state_a(config, first.memory(), requests, gen, first.state_pool()),
-      state_b(config, second.memory(), requests, gen, second.state_pool());
+  GenerationState state_a(config, first.memory(), first.state_pool(), requests, gen),
+      state_b(config, second.memory(), second.state_pool(), requests, gen);
   const std::vector<int> everyone = {0, 1, 2, 3};
   std::vector<int> members_a, members_b;
   bool decoded = false;

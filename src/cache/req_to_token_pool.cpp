@@ -1,5 +1,7 @@
 #include "cache/req_to_token_pool.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace strata {
@@ -39,8 +41,8 @@ const int32_t* ReqToTokenPool::row(int req) const {
 TokenSlotAllocator::TokenSlotAllocator(int64_t num_slots, int page_size) : page_size_(page_size) {
   if (page_size <= 0) fail("--page-size must be at least 1, got {}", page_size);
   num_pages_ = (num_slots + page_size - 1) / page_size + 1;  // + the reserved page 0
-  in_use_.assign(num_pages_, false);
-  in_use_[0] = true;
+  refs_.assign(num_pages_, 0);
+  refs_[0] = 1;  // the reserved dummy page is never handed out
   for (int64_t p = num_pages_ - 1; p >= 1; --p) free_.push_back(p);
 }
 
@@ -48,14 +50,18 @@ int64_t TokenSlotAllocator::alloc_page() {
   if (free_.empty()) return -1;
   int64_t p = free_.back();
   free_.pop_back();
-  in_use_[p] = true;
+  refs_[p] = 1;
   return p;
 }
 
+void TokenSlotAllocator::retain_page(int64_t page) {
+  STRATA_CHECK(page > 0 && page < num_pages_ && refs_[page] > 0, "retaining free page {}", page);
+  ++refs_[page];
+}
+
 void TokenSlotAllocator::free_page(int64_t page) {
-  STRATA_CHECK(page > 0 && page < num_pages_ && in_use_[page], "freeing page {} twice", page);
-  in_use_[page] = false;
-  free_.push_back(page);
+  STRATA_CHECK(page > 0 && page < num_pages_ && refs_[page] > 0, "freeing page {} twice", page);
+  if (--refs_[page] == 0) free_.push_back(page);
 }
 
 TokenMemory::TokenMemory(int max_requests, int max_context_len, int64_t num_slots, int page_size)
@@ -80,6 +86,15 @@ bool TokenMemory::extend(int req, int old_len, int new_len, int32_t* out) {
     out[pos - old_len] = row[pos];
   }
   return true;
+}
+
+void TokenMemory::share_prefix(int req, const int32_t* slots, int len) {
+  const int p = allocator_.page_size();
+  STRATA_CHECK(len % p == 0 && len <= req_to_token_.max_context_len(), "shared prefix of {} tokens",
+               len);
+  int32_t* row = req_to_token_.row(req);
+  std::copy(slots, slots + len, row);
+  for (int pos = 0; pos < len; pos += p) allocator_.retain_page(row[pos] / p);
 }
 
 void TokenMemory::release(int req, int len) {

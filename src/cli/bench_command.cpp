@@ -22,6 +22,7 @@ struct BenchFlags {
   int input_len = 128;
   int output_len = 16;
   bool json = false;
+  bool warmup = true;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -45,49 +46,60 @@ int run(const BenchFlags& f) {
 
   std::mt19937 rng(static_cast<uint32_t>(f.model.seed));
   std::uniform_int_distribution<int> token(0, config.vocab_size - 1);
-  std::vector<int> rows, state_slots;  // state slots only for models with recurrent layers
-  ForwardBatch prefill;
-  prefill.mode = ForwardMode::Extend;
-  for (int b = 0; b < f.batch_size; ++b) {
-    const int row = memory.req_to_token().alloc();
-    rows.push_back(row);
-    state_slots.push_back(runner.state_pool() ? runner.state_pool()->alloc() : -1);
-    std::vector<int32_t> slots(f.input_len);
-    STRATA_CHECK(memory.extend(row, 0, f.input_len, slots.data()), "KV cache too small");
-    prefill.req_pool_indices.push_back(row);
-    prefill.prefix_lens.push_back(0);
-    prefill.extend_lens.push_back(f.input_len);
-    prefill.state_slots.push_back(state_slots.back());
-    for (int i = 0; i < f.input_len; ++i) {
-      prefill.input_ids.push_back(token(rng));
-      prefill.positions.push_back(i);
-      prefill.out_cache_loc.push_back(slots[i]);
-    }
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  Tensor logits = runner.forward(prefill);
-  const double prefill_s = seconds_since(t0);
-
+  double prefill_s = 0;
   std::vector<double> step_s;
-  for (int step = 1; step < f.output_len; ++step) {
-    ForwardBatch decode;
-    decode.mode = ForwardMode::Decode;
-    const int pos = f.input_len + step - 1;
+  // One untimed round first (unless --no-warmup): GPU kernels load and cuBLAS picks its
+  // algorithms on first use, which is not the steady state this command measures.
+  const int rounds = f.warmup ? 2 : 1;
+  for (int round = 0; round < rounds; ++round) {
+    const bool timed = round == rounds - 1;
+    const int output_len = timed ? f.output_len : std::min(f.output_len, 3);
+    std::vector<int> rows, state_slots;  // state slots only for models with recurrent layers
+    ForwardBatch prefill;
+    prefill.mode = ForwardMode::Extend;
     for (int b = 0; b < f.batch_size; ++b) {
-      int32_t slot;
-      STRATA_CHECK(memory.extend(rows[b], pos, pos + 1, &slot), "KV cache too small");
-      const float* l = logits.row(b);
-      decode.input_ids.push_back(static_cast<int>(std::max_element(l, l + config.vocab_size) - l));
-      decode.positions.push_back(pos);
-      decode.out_cache_loc.push_back(slot);
-      decode.req_pool_indices.push_back(rows[b]);
-      decode.prefix_lens.push_back(pos);
-      decode.extend_lens.push_back(1);
-      decode.state_slots.push_back(state_slots[b]);
+      const int row = memory.req_to_token().alloc();
+      rows.push_back(row);
+      state_slots.push_back(runner.state_pool() ? runner.state_pool()->alloc() : -1);
+      std::vector<int32_t> slots(f.input_len);
+      STRATA_CHECK(memory.extend(row, 0, f.input_len, slots.data()), "KV cache too small");
+      prefill.req_pool_indices.push_back(row);
+      prefill.prefix_lens.push_back(0);
+      prefill.extend_lens.push_back(f.input_len);
+      prefill.state_slots.push_back(state_slots.back());
+      for (int i = 0; i < f.input_len; ++i) {
+        prefill.input_ids.push_back(token(rng));
+        prefill.positions.push_back(i);
+        prefill.out_cache_loc.push_back(slots[i]);
+      }
     }
-    t0 = std::chrono::steady_clock::now();
-    logits = runner.forward(decode);
-    step_s.push_back(seconds_since(t0));
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<int32_t> next = runner.forward_greedy(prefill);
+    if (timed) prefill_s = seconds_since(t0);
+
+    for (int step = 1; step < output_len; ++step) {
+      ForwardBatch decode;
+      decode.mode = ForwardMode::Decode;
+      const int pos = f.input_len + step - 1;
+      for (int b = 0; b < f.batch_size; ++b) {
+        int32_t slot;
+        STRATA_CHECK(memory.extend(rows[b], pos, pos + 1, &slot), "KV cache too small");
+        decode.input_ids.push_back(next[b]);
+        decode.positions.push_back(pos);
+        decode.out_cache_loc.push_back(slot);
+        decode.req_pool_indices.push_back(rows[b]);
+        decode.prefix_lens.push_back(pos);
+        decode.extend_lens.push_back(1);
+        decode.state_slots.push_back(state_slots[b]);
+      }
+      t0 = std::chrono::steady_clock::now();
+      next = runner.forward_greedy(decode);
+      if (timed) step_s.push_back(seconds_since(t0));
+    }
+    for (int b = 0; b < f.batch_size; ++b) {
+      memory.release(rows[b], f.input_len + output_len - 1);
+      if (state_slots[b] >= 0) runner.state_pool()->free(state_slots[b]);
+    }
   }
   std::vector<double> sorted = step_s;
   std::sort(sorted.begin(), sorted.end());
@@ -107,6 +119,7 @@ int run(const BenchFlags& f) {
   j["decode_median_latency_ms"] = median * 1e3;
   j["decode_throughput_tok_s"] = step_s.empty() ? 0.0 : f.batch_size * step_s.size() / decode_total;
   j["decode_steps"] = step_s.size();
+  if (auto* executor = runner.executor()) j["executor"] = executor->describe();
   if (f.json) {
     std::cout << j.dump() << "\n";
   } else {
@@ -128,6 +141,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--input-len", flags->input_len, "prompt tokens per request");
   cmd->add_option("--output-len", flags->output_len, "tokens generated per request");
   cmd->add_flag("--json", flags->json, "print one JSON object");
+  cmd->add_flag("!--no-warmup", flags->warmup, "time the first round too (no untimed warm-up round)");
   cmd->callback([flags, &exit_code]() { exit_code = run_command([&] { return run(*flags); }); });
 }
 

@@ -11,7 +11,10 @@ void ModelFlags::add_to(CLI::App& app) {
   app.add_option("--model,--model-path", model, "Hugging Face model directory (config.json, safetensors)")->required();
   app.add_option("--load-format", load_format, "auto | safetensors | dummy (random weights from config.json)");
   app.add_option("--device", device, "cpu | cuda");
-  app.add_option("--attention-backend", attention_backend, "auto | cpu");
+  app.add_option("--attention-backend", attention_backend, "auto | cpu | cuda");
+  app.add_option("--mem-fraction-static", mem_fraction_static,
+                 "GPU: share of device memory for weights and KV cache (the KV pool gets what weights leave)");
+  app.add_flag("--disable-cuda-graph", disable_cuda_graph, "GPU: launch decode steps kernel by kernel");
   app.add_option("--page-size", page_size, "KV cache page size in tokens");
   app.add_option("--pp-size", pp_size, "pipeline-parallel stages, one process each (started through mpirun)");
   app.add_option("--pp-layer-partition", pp_layer_partition,
@@ -34,6 +37,8 @@ RunnerOptions ModelFlags::runner_options() const {
   o.device = device;
   o.attention_backend = attention_backend;
   o.page_size = page_size;
+  o.mem_fraction_static = mem_fraction_static;
+  o.cuda_graph = !disable_cuda_graph;
   o.threads = threads;
   o.max_context_len = context_length;
   o.max_total_tokens = max_total_tokens;

@@ -1,6 +1,8 @@
-// strata generate: run prompts (given as token ids) through a model as one batch and print
-// the generated ids, optionally as JSON with the logits that chose each token.
+// strata generate: run prompts (token ids, or text through the model's tokenizer and chat
+// template) through a model as one batch and print the generated ids and text, optionally as
+// JSON with the logits that chose each token.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,8 @@
 #include "dist/partition.h"
 #include "dist/pipeline_job.h"
 #include "runtime/generator.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata::cli {
 
@@ -21,6 +25,9 @@ struct GenerateFlags {
   ModelFlags model;
   std::string input_ids;
   std::string input_ids_file;
+  std::string prompt;        // text, encoded with the tokenizer's special tokens (e.g. BOS)
+  std::string chat;          // a user message, rendered through the chat template
+  std::string tokenizer;     // directory with tokenizer.json; default: the model directory
   int max_new_tokens = 16;
   float temperature = 0.0f;
   int top_k = 0;
@@ -59,7 +66,7 @@ std::vector<int> parse_ids(const std::string& text, const std::string& where) {
 }
 
 void print_outputs(const GenerateFlags& f, const std::vector<std::vector<int>>& prompts,
-                   const std::vector<GenerateOutput>& outputs) {
+                   const std::vector<GenerateOutput>& outputs, const tok::Tokenizer* tokenizer) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (f.json) {
       nlohmann::json j;
@@ -67,12 +74,14 @@ void print_outputs(const GenerateFlags& f, const std::vector<std::vector<int>>& 
       j["input_ids"] = prompts[i];
       j["output_ids"] = outputs[i].output_ids;
       j["finish_reason"] = outputs[i].finish_reason;
+      if (tokenizer) j["text"] = tokenizer->decode(outputs[i].output_ids, /*skip_special_tokens=*/true);
       if (f.return_logits) j["logits"] = outputs[i].logits;
       std::cout << j.dump() << "\n";
     } else {
       std::cout << "prompt " << i << ": ";
       for (size_t k = 0; k < outputs[i].output_ids.size(); ++k) std::cout << (k ? "," : "") << outputs[i].output_ids[k];
       std::cout << "  (" << outputs[i].finish_reason << ")\n";
+      if (tokenizer) std::cout << tokenizer->decode(outputs[i].output_ids, /*skip_special_tokens=*/true) << "\n";
     }
   }
   std::cout.flush();
@@ -80,9 +89,21 @@ void print_outputs(const GenerateFlags& f, const std::vector<std::vector<int>>& 
 
 int run(const GenerateFlags& f) {
   std::vector<std::vector<int>> prompts;
-  if (!f.input_ids.empty() && !f.input_ids_file.empty())
-    fail("give either --input-ids or --input-ids-file, not both");
-  if (!f.input_ids_file.empty()) {
+  const int sources = !f.input_ids.empty() + !f.input_ids_file.empty() + !f.prompt.empty() + !f.chat.empty();
+  if (sources > 1) fail("give only one of --input-ids, --input-ids-file, --prompt and --chat");
+  // The tokenizer is needed for text prompts; with ids it is used, when present, to print text.
+  const std::string tokenizer_dir = f.tokenizer.empty() ? f.model.model : f.tokenizer;
+  std::optional<tok::Tokenizer> tokenizer;
+  if (!f.prompt.empty() || !f.chat.empty() || std::filesystem::exists(std::filesystem::path(tokenizer_dir) / "tokenizer.json"))
+    tokenizer = tok::Tokenizer::load(tokenizer_dir);
+  if (!f.prompt.empty()) {
+    prompts.push_back(tokenizer->encode(f.prompt, /*add_special_tokens=*/true));
+  } else if (!f.chat.empty()) {
+    // As transformers' apply_chat_template: the template writes the special tokens itself.
+    const auto chat = tok::ChatTemplate::load(tokenizer_dir);
+    const nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", f.chat}}});
+    prompts.push_back(tokenizer->encode(chat.render(messages, /*add_generation_prompt=*/true), false));
+  } else if (!f.input_ids_file.empty()) {
     std::ifstream in(f.input_ids_file);
     if (!in) fail("cannot read --input-ids-file {}", f.input_ids_file);
     std::string line;
@@ -96,7 +117,7 @@ int run(const GenerateFlags& f) {
   } else if (!f.input_ids.empty()) {
     prompts.push_back(parse_ids(f.input_ids, "--input-ids"));
   } else {
-    fail("nothing to generate from: give --input-ids 1,2,3 or --input-ids-file FILE");
+    fail("nothing to generate from: give --prompt TEXT, --chat TEXT, --input-ids 1,2,3 or --input-ids-file FILE");
   }
 
   const ModelConfig config = ModelConfig::load(f.model.model);
@@ -126,7 +147,7 @@ int run(const GenerateFlags& f) {
   // stage: "timing: {...}" on stderr.
   auto report = [&](int stage, bool is_last, const std::vector<GenerateOutput>& outputs,
                     const GenerateStats& stats) {
-    if (is_last) print_outputs(f, prompts, outputs);
+    if (is_last) print_outputs(f, prompts, outputs, tokenizer ? &*tokenizer : nullptr);
     if (f.timing) {
       nlohmann::json t;
       t["pp_size"] = pipeline.pp_size;
@@ -168,6 +189,9 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   flags->model.add_to(*cmd);
   cmd->add_option("--input-ids", flags->input_ids, "comma-separated prompt token ids");
   cmd->add_option("--input-ids-file", flags->input_ids_file, "one comma-separated prompt per line; all run as one batch");
+  cmd->add_option("--prompt", flags->prompt, "prompt text, encoded with the model's tokenizer (adding BOS etc.)");
+  cmd->add_option("--chat", flags->chat, "a user message, rendered through the model's chat template");
+  cmd->add_option("--tokenizer", flags->tokenizer, "directory with tokenizer.json (default: --model)");
   cmd->add_option("--max-new-tokens", flags->max_new_tokens, "tokens to generate per prompt");
   cmd->add_option("--temperature", flags->temperature, "0 = greedy");
   cmd->add_option("--top-k", flags->top_k, "0 = off");

@@ -10,6 +10,9 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   strata::cli::add_generate_command(app, exit_code);
   strata::cli::add_bench_command(app, exit_code);
+  strata::cli::add_tokenize_command(app, exit_code);
+  strata::cli::add_serve_command(app, exit_code);
+  strata::cli::add_bench_serving_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -6,9 +6,9 @@
 
 namespace strata {
 
-GenerationState::GenerationState(const ModelConfig& config, TokenMemory& memory,
+GenerationState::GenerationState(const ModelConfig& config, TokenMemory& memory, StatePool* states,
                                  const std::vector<GenerateRequest>& requests,
-                                 const GenerateOptions& options, StatePool* states)
+                                 const GenerateOptions& options)
     : config_(config),
       memory_(memory),
       states_(states),
@@ -42,11 +42,8 @@ GenerationState::GenerationState(const ModelConfig& config, TokenMemory& memory,
   note_progress();
 }
 
-GenerationState::~GenerationState() {
-  release_all();
-}
+GenerationState::~GenerationState() { release_all(); }
 
-// Gives back every row, KV slot and state slot the requests hold.
 void GenerationState::release_all() {
   for (auto& r : running_) {
     memory_.release(r.req_pool_idx, r.cached);

@@ -9,17 +9,17 @@
 #include <random>
 #include <vector>
 
+#include "cache/state_pool.h"
 #include "runtime/generator.h"
 
 namespace strata {
 
 class GenerationState {
  public:
-  // Takes a row of `memory` for every request, and a slot of `states` when the model (stage)
-  // has recurrent layers (Error when there are not enough; nothing stays taken then).
-  GenerationState(const ModelConfig& config, TokenMemory& memory,
-                  const std::vector<GenerateRequest>& requests, const GenerateOptions& options,
-                  StatePool* states = nullptr);
+  // Takes a row of `memory` for every request, and a slot of `states` when the model has
+  // recurrent layers (Error when there are not enough; nothing is kept then).
+  GenerationState(const ModelConfig& config, TokenMemory& memory, StatePool* states,
+                  const std::vector<GenerateRequest>& requests, const GenerateOptions& options);
   ~GenerationState();  // gives the rows and slots back
   GenerationState(const GenerationState&) = delete;
   GenerationState& operator=(const GenerationState&) = delete;
@@ -43,6 +43,10 @@ class GenerationState {
               const Tensor* logits);
 
   bool all_done() const;
+  // Whether request `i` has its whole sequence in the cache, so its next token can be sampled.
+  bool ready_to_sample(int i) const {
+    return !running_[i].done && running_[i].cached == static_cast<int>(running_[i].tokens.size());
+  }
   std::vector<GenerateOutput> outputs() const { return outputs_; }
   GenerateStats stats() const;
 
@@ -50,7 +54,7 @@ class GenerationState {
   struct Running {
     int index;         // into requests / outputs
     int req_pool_idx;  // row in the ReqToTokenPool
-    int state_slot;    // slot in the recurrent-state pool (-1: no recurrent layer here)
+    int state_slot;    // slot in the recurrent-state pool; -1 without recurrent layers
     int prompt_len;
     std::vector<int> tokens;  // prompt + generated so far
     int cached = 0;           // tokens whose KV is in the cache
@@ -59,9 +63,9 @@ class GenerationState {
     bool prefilling() const { return !done && cached < prompt_len; }
   };
   void add_extend(ForwardBatch& batch, Running& r, int n);
+  void release_all();
   bool is_stop(const SamplingParams& p, int token) const;
   void note_progress();
-  void release_all();
 
   const ModelConfig& config_;
   TokenMemory& memory_;

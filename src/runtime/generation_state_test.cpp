@@ -44,7 +44,7 @@ TEST(GenerationState, PrefillsInChunksThenDecodes) {
   const std::vector<GenerateRequest> requests = {request({1, 3, 4, 5, 6}, 3), request({7}, 3)};
   GenerateOptions options;
   options.chunked_prefill_size = 3;
-  GenerationState state(config, memory, requests, options);
+  GenerationState state(config, memory, nullptr, requests, options);
   const std::vector<int> everyone = {0, 1};
   std::vector<int> members;
 
@@ -92,7 +92,7 @@ TEST(GenerationState, GroupsBuildSeparateBatches) {
   TokenMemory memory(4, 64, 256, 1);
   const std::vector<GenerateRequest> requests = {request({1, 3}, 2), request({4}, 2),
                                                  request({5, 6, 7}, 2)};
-  GenerationState state(config, memory, requests, GenerateOptions{});
+  GenerationState state(config, memory, nullptr, requests, GenerateOptions{});
   std::vector<int> members;
   ForwardBatch b = state.next_batch({2}, &members);
   EXPECT_EQ(members, (std::vector<int>{2}));
@@ -106,7 +106,7 @@ TEST(GenerationState, TooManyRequestsForTheMemoryIsAnError) {
   const ModelConfig config = tiny_config();
   TokenMemory memory(1, 64, 256, 1);
   const std::vector<GenerateRequest> requests = {request({1}, 2), request({4}, 2)};
-  EXPECT_THROW(GenerationState state(config, memory, requests, GenerateOptions{}), Error);
+  EXPECT_THROW(GenerationState state(config, memory, nullptr, requests, GenerateOptions{}), Error);
   EXPECT_EQ(memory.req_to_token().available(), 1);  // the row taken before failing came back
 }
 

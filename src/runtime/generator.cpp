@@ -53,10 +53,15 @@ int64_t kv_slots_needed(const std::vector<GenerateRequest>& requests, int page_s
 std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<GenerateRequest>& requests,
                                      const GenerateOptions& options, GenerateStats* stats) {
   validate_requests(runner, requests);
-  GenerationState state(runner.config(), runner.memory(), requests, options, runner.state_pool());
+  GenerationState state(runner.config(), runner.memory(), runner.state_pool(), requests, options);
   const auto groups = split_into_micro_batches(static_cast<int>(requests.size()), std::max(1, options.micro_batches));
   // Each pass: the next prompt pieces while any prompt of the group is unread, then one token
   // per request. Groups take turns, as the pipeline's micro-batches do.
+  // Greedy requests without logits returned need only the argmax, which the runner computes
+  // where the logits are (on a GPU: no logits copied back).
+  bool argmax_only = !options.return_logits;
+  for (const auto& r : requests)
+    argmax_only = argmax_only && (r.sampling.temperature == 0.0f || r.sampling.top_k == 1);
   std::vector<int> members;
   for (bool progressed = true; progressed;) {
     progressed = false;
@@ -64,8 +69,15 @@ std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<Gene
       const ForwardBatch batch = state.next_batch(group, &members);
       if (members.empty()) continue;
       progressed = true;
-      const Tensor logits = runner.forward(batch);
-      state.accept(members, state.sample(members, logits), &logits);
+      if (argmax_only) {
+        std::vector<int32_t> ids = runner.forward_greedy(batch);
+        for (size_t b = 0; b < members.size(); ++b)
+          if (!state.ready_to_sample(members[b])) ids[b] = -1;  // still mid-prompt
+        state.accept(members, ids, nullptr);
+      } else {
+        const Tensor logits = runner.forward(batch);
+        state.accept(members, state.sample(members, logits), &logits);
+      }
     }
   }
   if (stats) *stats = state.stats();

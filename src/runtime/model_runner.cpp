@@ -23,10 +23,15 @@ void RunnerOptions::validate(const ModelConfig& config) const {
   if (page_size < 1) problems.push_back(fmt::format("--page-size must be at least 1, got {}", page_size));
   if (device != "cpu" && device != "cuda")
     problems.push_back(fmt::format("--device '{}' is unknown: use cpu or cuda", device));
-  if (device == "cuda")
+  if (device == "cuda") {
+#ifdef STRATA_WITH_CUDA
+    for (auto& p : cuda_configuration_problems(config, *this)) problems.push_back(std::move(p));
+#else
     problems.push_back("--device cuda: this build of strata has no CUDA backend; rebuild with "
                        "-DSTRATA_CUDA=ON on a machine with the CUDA toolkit, or use --device cpu");
-  if (attention_backend != "auto" && attention_backend != "cpu")
+#endif
+  }
+  if (device == "cpu" && attention_backend != "auto" && attention_backend != "cpu")
     problems.push_back(fmt::format("--attention-backend '{}' is not available on {}: use auto or cpu",
                                    attention_backend, device));
   if (max_running_requests < 1)
@@ -65,6 +70,18 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
 
   max_context_len_ = options.resolved_max_context_len(config);
   const StagePlan stage = options.stage.value_or(StagePlan::whole(config));
+  const int64_t natural_slots =
+      std::min<int64_t>(int64_t{options.max_running_requests} * max_context_len_, kDefaultMaxTotalTokens);
+#ifdef STRATA_WITH_CUDA
+  if (options.device == "cuda") {
+    // The device executor owns weights, KV pool and backend; the host keeps the token memory.
+    executor_ = make_cuda_executor(config, options);
+    const int64_t slots = executor_->plan_kv_slots(options.max_total_tokens, natural_slots);
+    memory_ = std::make_unique<TokenMemory>(options.max_running_requests, max_context_len_, slots, options.page_size);
+    executor_->attach(*memory_);
+    return;
+  }
+#endif
   weights_ = open_weights(config.model_dir, options.load_format, options.seed);
   model_ = build_model(config, *weights_, stage);
   if (stage.is_first && stage.is_last) {
@@ -74,9 +91,7 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
                    unused.size(), unused.front().c_str());
   }
 
-  int64_t slots = options.max_total_tokens;
-  if (slots == 0)
-    slots = std::min<int64_t>(int64_t{options.max_running_requests} * max_context_len_, kDefaultMaxTotalTokens);
+  const int64_t slots = options.max_total_tokens > 0 ? options.max_total_tokens : natural_slots;
   memory_ = std::make_unique<TokenMemory>(options.max_running_requests, max_context_len_, slots,
                                           options.page_size);
   const auto layouts = model_->kv_layouts();
@@ -95,11 +110,29 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
 ModelRunner::~ModelRunner() = default;
 
 Tensor ModelRunner::forward(const ForwardBatch& batch, const Tensor& hidden_in) {
+  if (executor_) return executor_->forward(batch);
   if (attention_) attention_->prepare(batch);
   ForwardContext ctx;
   ctx.attention = attention_.get();
   ctx.recurrent_state = state_pool_.get();
   return model_->forward(batch, ctx, hidden_in);
 }
+
+std::vector<int32_t> ModelRunner::forward_greedy(const ForwardBatch& batch) {
+  if (executor_) return executor_->forward_greedy(batch);
+  const Tensor logits = forward(batch);
+  std::vector<int32_t> ids(logits.dim(0));
+  const int64_t vocab = logits.dim(1);
+  for (int64_t r = 0; r < logits.dim(0); ++r)
+    ids[r] = static_cast<int32_t>(std::max_element(logits.row(r), logits.row(r) + vocab) - logits.row(r));
+  return ids;
+}
+
+#ifndef STRATA_WITH_CUDA
+bool cuda_available(std::string* why) {
+  if (why) *why = "this build of strata has no CUDA backend (configure with -DSTRATA_CUDA=ON)";
+  return false;
+}
+#endif
 
 }  // namespace strata

@@ -12,6 +12,7 @@
 #include "cache/state_pool.h"
 #include "model/causal_lm.h"
 #include "model/weights.h"
+#include "runtime/device_executor.h"
 
 namespace strata {
 
@@ -19,6 +20,8 @@ struct RunnerOptions {
   std::string device = "cpu";
   std::string attention_backend = "auto";
   int page_size = 1;
+  double mem_fraction_static = 0.88;  // GPU: share of device memory for weights + KV cache
+  bool cuda_graph = true;             // GPU: replay decode steps as CUDA graphs
   int max_running_requests = 16;
   int max_context_len = 0;       // 0: the model's max_position_embeddings (or 32768)
   int64_t max_total_tokens = 0;  // KV slots; 0: max_running_requests * max_context_len, capped
@@ -46,10 +49,14 @@ class ModelRunner {
 
   // One forward pass. hidden_in: the previous stage's output (non-first stages only).
   Tensor forward(const ForwardBatch& batch, const Tensor& hidden_in = {});
+  // One forward pass of the last stage, returning the argmax of each logits row (greedy
+  // sampling; on a GPU it runs there and no logits are copied back).
+  std::vector<int32_t> forward_greedy(const ForwardBatch& batch);
 
   const ModelConfig& config() const { return config_; }
   const RunnerOptions& options() const { return options_; }
-  CausalLM& model() { return *model_; }
+  CausalLM& model() { return *model_; }  // host models only (device: see executor())
+  DeviceExecutor* executor() { return executor_.get(); }  // null on --device cpu
   TokenMemory& memory() { return *memory_; }
   KVPool* kv_pool() { return kv_pool_.get(); }  // null when the stage has no attention layer
   StatePool* state_pool() { return state_pool_.get(); }  // null when it has no recurrent layer
@@ -69,6 +76,7 @@ class ModelRunner {
   std::unique_ptr<StatePool> state_pool_;
   std::string mamba_strategy_;
   std::unique_ptr<AttentionBackend> attention_;
+  std::unique_ptr<DeviceExecutor> executor_;
 };
 
 }  // namespace strata

@@ -38,7 +38,7 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
   STRATA_CHECK(stage.is_first == (rank == 0) && stage.is_last == (rank == last),
                "stage [{}, {}) runs as process {} of {}", stage.start_layer, stage.end_layer, rank,
                last + 1);
-  GenerationState state(runner.config(), runner.memory(), requests, options, runner.state_pool());
+  GenerationState state(runner.config(), runner.memory(), runner.state_pool(), requests, options);
   const auto groups = split_into_micro_batches(
       static_cast<int>(requests.size()),
       options.micro_batches > 0 ? options.micro_batches : transport.size());

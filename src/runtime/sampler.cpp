@@ -48,4 +48,21 @@ int sample_token(const float* logits, int vocab, const SamplingParams& p, std::m
   return idx[dist(rng)];
 }
 
+TokenLogprob token_logprob(const float* logits, int vocab, int token, int top_n) {
+  const float max_logit = *std::max_element(logits, logits + vocab);
+  double sum = 0.0;
+  for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  const double log_z = max_logit + std::log(sum);
+  TokenLogprob out;
+  out.token = token;
+  out.logprob = static_cast<float>(logits[token] - log_z);
+  const int k = std::clamp(top_n, 0, vocab);
+  std::vector<int> idx(vocab);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  for (int i = 0; i < k; ++i) out.top.emplace_back(idx[i], static_cast<float>(logits[idx[i]] - log_z));
+  return out;
+}
+
 }  // namespace strata

@@ -4,6 +4,7 @@
 // reproduces its output whatever else is in the batch.
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -22,5 +23,14 @@ struct SamplingParams {
 };
 
 int sample_token(const float* logits, int vocab, const SamplingParams& p, std::mt19937_64& rng);
+
+// log-softmax of the model's own distribution (before temperature and filtering) at `token`,
+// and the `top_n` most likely tokens with theirs, most likely first (OpenAI's logprobs).
+struct TokenLogprob {
+  int token = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int, float>> top;
+};
+TokenLogprob token_logprob(const float* logits, int vocab, int token, int top_n);
 
 }  // namespace strata

@@ -1,0 +1,157 @@
+// strata serve: an OpenAI-compatible HTTP server over the continuous-batching scheduler.
+// Flags are named as SGLang's launch_server names them. The whole configuration is checked,
+// and the port bound, before weights load; SIGTERM or SIGINT aborts in-flight requests
+// (each client gets its answer with finish_reason "abort") and exits cleanly.
+#include <fmt/ranges.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/common_flags.h"
+#include "core/error.h"
+#include "runtime/scheduler.h"
+#include "server/http_server.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct ServeFlags {
+  ModelFlags model;
+  std::string host = "127.0.0.1";
+  int port = 30000;
+  std::string served_model_name;
+  int max_running_requests = 64;
+  int chunked_prefill_size = 8192;
+  bool enable_mixed_chunk = false;
+  bool disable_radix_cache = false;
+  double schedule_conservativeness = 1.0;
+  int http_threads = 256;
+};
+
+std::vector<std::string> serve_problems(const ServeFlags& f) {
+  std::vector<std::string> problems;
+  if (f.port < 0 || f.port > 65535)
+    problems.push_back(
+        fmt::format("--port must be in 0..65535 (0: any free port), got {}", f.port));
+  if (f.host.empty())
+    problems.push_back("--host is empty: give an address such as 127.0.0.1 or 0.0.0.0");
+  if (f.chunked_prefill_size < -1 || f.chunked_prefill_size == 0)
+    problems.push_back(
+        fmt::format("--chunked-prefill-size must be positive, or -1 to turn chunking off; got {}",
+                    f.chunked_prefill_size));
+  if (!(f.schedule_conservativeness > 0))
+    problems.push_back(fmt::format("--schedule-conservativeness must be > 0, got {}",
+                                   f.schedule_conservativeness));
+  if (f.http_threads < 4 || f.http_threads > 4096)
+    problems.push_back(fmt::format("--http-threads must be in 4..4096, got {}", f.http_threads));
+  return problems;
+}
+
+// Set by SIGTERM/SIGINT. A handler, not a blocked-signal wait: BLAS and OpenMP start threads
+// before main() whose signal masks we do not control, and any of them may receive the signal.
+volatile std::sig_atomic_t g_stop_requested = 0;
+extern "C" void request_stop(int) {
+  g_stop_requested = 1;
+}
+
+int run(const ServeFlags& f) {
+  struct sigaction action {};
+  action.sa_handler = request_stop;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+
+  const ModelConfig config = ModelConfig::load(f.model.model);
+  auto problems = serve_problems(f);
+  RunnerOptions options;
+  try {
+    options = f.model.runner_options();
+    options.max_running_requests = f.max_running_requests;
+    options.validate(config);
+  } catch (const Error& e) {
+    problems.push_back(e.what());
+  }
+  if (!problems.empty()) fail("invalid configuration:\n  - {}", fmt::join(problems, "\n  - "));
+
+  SchedulerOptions sched;
+  sched.chunked_prefill_size = f.chunked_prefill_size;
+  sched.enable_mixed_chunk = f.enable_mixed_chunk;
+  sched.disable_radix_cache = f.disable_radix_cache;
+  sched.init_new_token_ratio = std::min(1.0, 0.7 * f.schedule_conservativeness);
+  sched.min_new_token_ratio = std::min(1.0, 0.14 * f.schedule_conservativeness);
+  sched.eos_token_ids = load_eos_token_ids(config);
+
+  ServerOptions so;
+  so.host = f.host;
+  so.port = f.port;
+  so.http_threads = f.http_threads;
+  so.served_model_name =
+      !f.served_model_name.empty()
+          ? f.served_model_name
+          : std::filesystem::path(f.model.model).lexically_normal().filename().string();
+  if (so.served_model_name.empty()) so.served_model_name = f.model.model;
+
+  // A taken port or a foreign address is reported now, not after the weights load.
+  HttpServer::check_can_listen(so.host, so.port);
+  ServerMetrics metrics;
+  ModelRunner runner(config, options);
+  Scheduler scheduler(runner, sched);
+  auto engine = std::make_unique<Engine>(scheduler, metrics);
+  HttpServer http(ServerContext{*engine, metrics, nullptr, so});
+  const int port = http.bind();
+  engine->start();
+
+  std::atomic<bool> done{false};
+  std::thread signals([&] {
+    while (!done && !g_stop_requested) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!g_stop_requested) return;
+    std::fprintf(stderr, "strata serve: stopping; aborting in-flight requests\n");
+    engine->shutdown();
+    while (!done) {  // repeated: a stop() that comes before listening starts is lost
+      http.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::fprintf(stderr, "strata serve: listening on http://%s:%d (model %s)\n", f.host.c_str(), port,
+               so.served_model_name.c_str());
+  std::fflush(stderr);
+  http.serve();
+  done = true;
+  signals.join();
+  engine->shutdown();
+  std::fprintf(stderr, "strata serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "serve a model over HTTP (OpenAI-compatible and SGLang's /generate)");
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  flags->model.add_to(*cmd);
+  cmd->add_option("--host", flags->host, "address to listen on");
+  cmd->add_option("--port", flags->port, "port to listen on (0: any free port, printed at start)");
+  cmd->add_option("--served-model-name", flags->served_model_name,
+                  "the model name clients use (default: the directory name)");
+  cmd->add_option("--max-running-requests", flags->max_running_requests,
+                  "requests decoded together at most");
+  cmd->add_option("--chunked-prefill-size", flags->chunked_prefill_size,
+                  "prompt tokens per prefill pass (-1: whole prompts)");
+  cmd->add_flag("--enable-mixed-chunk", flags->enable_mixed_chunk,
+                "decode running requests in the same pass as a prefill chunk");
+  cmd->add_flag("--disable-radix-cache", flags->disable_radix_cache, "turn the prefix cache off");
+  cmd->add_option("--schedule-conservativeness", flags->schedule_conservativeness,
+                  "> 1 keeps more memory for running requests; < 1 admits more");
+  cmd->add_option("--http-threads", flags->http_threads,
+                  "connections served at once (each open stream holds one)");
+  cmd->callback([flags, &exit_code]() { exit_code = run_command([&] { return run(*flags); }); });
+}
+
+}  // namespace strata::cli

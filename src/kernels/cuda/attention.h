@@ -1,0 +1,73 @@
+#pragma once
+// Attention over a paged bf16 KV cache on the GPU. Keys of request b at position p live in
+// cache row req_to_token[req_pool_indices[b] * req_to_token_stride + p]; widths come from the
+// pool's layout report (DESIGN.md §1.2), never from the model config.
+#include <cstdint>
+
+#include "kernels/cuda/ops.h"
+
+namespace strata::cuda {
+
+struct DeviceKV {
+  const bf16* k = nullptr;  // [slots, k_row_stride]
+  const bf16* v = nullptr;  // [slots, v_row_stride]; may alias k (value inside the key row)
+  int64_t k_row_stride = 0, v_row_stride = 0;
+  int num_kv_heads = 0, k_head_dim = 0, v_head_dim = 0;
+};
+
+struct PagedBatch {
+  const int32_t* req_to_token = nullptr;
+  int req_to_token_stride = 0;
+  const int32_t* req_pool_indices = nullptr;  // [B]
+  const int32_t* prefix_lens = nullptr;       // [B]
+  const int32_t* token_offsets = nullptr;     // [B + 1] first new token of each request
+  int batch = 0;
+};
+
+struct AttentionParams {
+  int num_q_heads = 0;
+  int64_t q_row_stride = 0;  // floats between tokens' q rows; 0: num_q_heads * k_head_dim
+  float scale = 1.0f;
+  int sliding_window = 0;  // 0: attend to everything before
+  float softcap = 0.0f;    // 0: off
+};
+
+// Split-KV decode, as SGLang's Triton backend: stage 1 attends each request's KV range in
+// `num_splits` pieces, the query heads of one KV head together (each key is read once per
+// group), writing partial outputs [batch, heads, splits, Lv] and their log-sum-exp; stage 2
+// merges the splits. q [B, Hq * Dk] (one new token per request); out [B, Hq * Dv].
+// partial_out / partial_lse must hold batch * Hq * num_splits * (Lv | 1) floats.
+struct DecodeWorkspace {
+  float* partial_out = nullptr;
+  float* partial_lse = nullptr;
+  int num_splits = 1;
+  int unroll = 0;  // keys loaded ahead per lane group (1, 2, 4, 8); 0: the tuned default
+};
+// Tuned on the H200 (bench sweep, docs/benchmarks-cuda.md): fewer keys in flight per lane
+// but more resident blocks won (2: 52% of copy bandwidth at 64 x 4096, 4: 37%, 8: 24%).
+constexpr int kDefaultDecodeUnroll = 2;
+constexpr int kDefaultDecodeBlocksPerSm = 4;
+void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                      const AttentionParams& p, const DecodeWorkspace& ws, bf16* out,
+                      cudaStream_t stream);
+void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                      const AttentionParams& p, const DecodeWorkspace& ws, float* out,
+                      cudaStream_t stream);
+
+// KV splits for a decode batch: enough blocks to fill the GPU several times over, but no
+// split shorter than a useful stretch of keys.
+// `blocks_per_sm` 0: the tuned default.
+int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms,
+                         int blocks_per_sm = 0);
+constexpr int kMaxDecodeSplits = 32;
+
+// Extend (prefill, chunked prefill): each new token attends causally to its request's cached
+// prefix and the new tokens up to itself (all already written to the cache), within the
+// sliding window. bf16 tensor-core tiles (WMMA), online softmax in f32.
+// q [T, Hq * Dk]; out [T, Hq * Dv]; `max_extend` = the longest extend in the batch.
+void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                      const AttentionParams& p, int max_extend, bf16* out, cudaStream_t stream);
+void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                      const AttentionParams& p, int max_extend, float* out, cudaStream_t stream);
+
+}  // namespace strata::cuda

@@ -1,0 +1,36 @@
+#include "kernels/cuda/gemm.h"
+
+#include "core/error.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace strata::cuda {
+
+Blas::Blas(cudaStream_t stream) {
+  STRATA_CUBLAS_CHECK(cublasCreate(&handle_));
+  STRATA_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+  constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  STRATA_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  STRATA_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_, kWorkspaceBytes));
+}
+
+Blas::~Blas() {
+  if (handle_) cublasDestroy(handle_);
+  if (workspace_) cudaFree(workspace_);
+}
+
+void Blas::linear(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
+                  float beta) const {
+  if (m == 0) return;
+  STRATA_CHECK(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, "GEMM {}x{}x{} too large", m, n,
+               k);
+  const float alpha = 1.0f;
+  // cuBLAS is column-major: y^T [n, m] = w [n, k] . x^T [k, m], where the row-major w and x
+  // are column-major [k, n] and [k, m].
+  STRATA_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n),
+                                   static_cast<int>(m), static_cast<int>(k), &alpha, w, CUDA_R_16BF,
+                                   static_cast<int>(k), x, CUDA_R_16BF, static_cast<int>(k), &beta,
+                                   y, CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace strata::cuda

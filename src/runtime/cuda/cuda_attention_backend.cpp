@@ -1,0 +1,162 @@
+#include "runtime/cuda/cuda_attention_backend.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace strata {
+
+CudaAttentionBackend::CudaAttentionBackend(DeviceKVPool* pool, int max_requests,
+                                           int max_context_len, cudaStream_t stream)
+    : pool_(pool), stream_(stream), max_requests_(max_requests), max_context_len_(max_context_len) {
+  const size_t table_bytes = static_cast<size_t>(max_requests) * max_context_len * sizeof(int32_t);
+  req_to_token_.ensure(table_bytes);
+  STRATA_CUDA_CHECK(cudaMemset(req_to_token_.data(), 0, table_bytes));
+  for (int id : pool_->layer_ids()) max_lv_ = std::max(max_lv_, pool_->layout(id).v_head_dim);
+}
+
+CudaAttentionBackend::~CudaAttentionBackend() {
+  if (staging_) cudaFreeHost(staging_);
+}
+
+void CudaAttentionBackend::prepare(const ForwardBatch& batch) {
+  stage(batch);
+  upload();
+}
+
+int CudaAttentionBackend::decode_splits(int num_kv_heads) const {
+  return forced_splits_ > 0 ? std::min(forced_splits_, cuda::kMaxDecodeSplits)
+                            : cuda::choose_decode_splits(batch_size_, num_kv_heads, max_seq_len_,
+                                                         cuda::sm_count());
+}
+
+std::vector<const void*> CudaAttentionBackend::buffer_signature() const {
+  return {req_to_token_.data(), meta_.data(), staging_, partial_out_.data(), partial_lse_.data()};
+}
+
+void CudaAttentionBackend::stage(const ForwardBatch& batch) {
+  const int t = batch.num_tokens(), b = batch.batch_size();
+  STRATA_CHECK(static_cast<int>(batch.positions.size()) == t &&
+                   static_cast<int>(batch.out_cache_loc.size()) == t &&
+                   static_cast<int>(batch.prefix_lens.size()) == b &&
+                   static_cast<int>(batch.extend_lens.size()) == b,
+               "inconsistent ForwardBatch: {} tokens, {} requests", t, b);
+  const std::vector<int> offsets = batch.token_offsets();
+  STRATA_CHECK(offsets[b] == t, "extend lengths add up to {}, the batch has {} tokens", offsets[b],
+               t);
+  max_extend_ = 0;
+  max_seq_len_ = 0;
+  for (int i = 0; i < b; ++i) {
+    STRATA_CHECK(batch.req_pool_indices[i] >= 0 && batch.req_pool_indices[i] < max_requests_,
+                 "request row {}", batch.req_pool_indices[i]);
+    if (batch.seq_len(i) > max_context_len_)
+      throw RequestError(fmt::format("request {} reaches {} tokens, over the context length {}", i,
+                                     batch.seq_len(i), max_context_len_));
+    if (batch.mode == ForwardMode::Decode)
+      STRATA_CHECK(batch.extend_lens[i] == 1, "decode with {} new tokens", batch.extend_lens[i]);
+    max_extend_ = std::max(max_extend_, batch.extend_lens[i]);
+    max_seq_len_ = std::max(max_seq_len_, batch.seq_len(i));
+  }
+  mode_ = batch.mode;
+  batch_size_ = b;
+  num_tokens_ = t;
+
+  off_ids_ = 0;
+  off_pos_ = off_ids_ + t;
+  off_loc_ = off_pos_ + t;
+  off_req_ = off_loc_ + t;
+  off_prefix_ = off_req_ + b;
+  off_offsets_ = off_prefix_ + b;
+  off_last_ = off_offsets_ + b + 1;
+  const size_t count = static_cast<size_t>(off_last_ + b);
+  // The previous pass may still read the staging buffer through its copy: wait for it.
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (count > staging_capacity_) {
+    if (staging_) STRATA_CUDA_CHECK(cudaFreeHost(staging_));
+    staging_ = nullptr;
+    const size_t cap = std::max<size_t>(count, 2 * staging_capacity_);
+    STRATA_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), cap * sizeof(int32_t)));
+    staging_capacity_ = cap;
+  }
+  std::copy(batch.input_ids.begin(), batch.input_ids.end(), staging_ + off_ids_);
+  std::copy(batch.positions.begin(), batch.positions.end(), staging_ + off_pos_);
+  std::copy(batch.out_cache_loc.begin(), batch.out_cache_loc.end(), staging_ + off_loc_);
+  std::copy(batch.req_pool_indices.begin(), batch.req_pool_indices.end(), staging_ + off_req_);
+  std::copy(batch.prefix_lens.begin(), batch.prefix_lens.end(), staging_ + off_prefix_);
+  for (int i = 0; i <= b; ++i) staging_[off_offsets_ + i] = offsets[i];
+  for (int i = 0; i < b; ++i) staging_[off_last_ + i] = offsets[i + 1] - 1;
+  meta_.ensure(count * sizeof(int32_t));
+  staged_count_ = count;
+  prepared_ = true;
+}
+
+void CudaAttentionBackend::upload() {
+  STRATA_CHECK(prepared_, "upload before stage");
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(meta_.data(), staging_, staged_count_ * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, stream_));
+  const int32_t* m = meta_.as<int32_t>();
+  cuda::scatter_req_to_token(m + off_req_, m + off_prefix_, m + off_offsets_, m + off_loc_,
+                             batch_size_, max_extend_, req_to_token_.as<int32_t>(),
+                             max_context_len_, stream_);
+}
+
+void CudaAttentionBackend::forward(const AttentionCall& call, const float* q, const float* k,
+                                   const float* v, float* out) {
+  const KVLayerLayout& l = pool_->layout(call.layer_id);
+  run(call, q, k, v, static_cast<int64_t>(call.num_q_heads) * l.k_head_dim, l.k_width(),
+      l.v_width(), out);
+}
+
+void CudaAttentionBackend::forward_rows(const AttentionCall& call, const float* q, const float* k,
+                                        const float* v, int64_t row_stride, cuda::bf16* out) {
+  run(call, q, k, v, row_stride, row_stride, row_stride, out);
+}
+
+template <typename OutT>
+void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const float* k,
+                               const float* v, int64_t q_stride, int64_t k_stride, int64_t v_stride,
+                               OutT* out) {
+  STRATA_CHECK(prepared_, "forward before prepare");
+  if (call.sinks)
+    fail(
+        "layer {} uses attention sinks, which the cuda backend does not support yet: use --device "
+        "cpu",
+        call.layer_id);
+  const KVLayerLayout& layout = pool_->layout(call.layer_id);
+  STRATA_CHECK(call.num_q_heads % layout.num_kv_heads == 0, "{} q heads over {} kv heads",
+               call.num_q_heads, layout.num_kv_heads);
+  cuda::DeviceKV kv = pool_->view(call.layer_id);
+  const int32_t* m = meta_.as<int32_t>();
+  cuda::store_kv(k, k_stride, layout.v_in_k ? nullptr : v, v_stride, m + off_loc_, num_tokens_,
+                 layout.k_width(), layout.v_width(), pool_->k_buffer(call.layer_id),
+                 layout.k_width(), pool_->v_buffer(call.layer_id), layout.v_row_stride(), stream_);
+
+  cuda::PagedBatch pb;
+  pb.req_to_token = req_to_token_.as<int32_t>();
+  pb.req_to_token_stride = max_context_len_;
+  pb.req_pool_indices = m + off_req_;
+  pb.prefix_lens = m + off_prefix_;
+  pb.token_offsets = m + off_offsets_;
+  pb.batch = batch_size_;
+  cuda::AttentionParams p;
+  p.num_q_heads = call.num_q_heads;
+  p.q_row_stride = q_stride;
+  p.scale = call.scale;
+  p.sliding_window = call.sliding_window;
+  p.softcap = call.logit_softcap;
+
+  if (mode_ == ForwardMode::Decode) {
+    const int splits = decode_splits(layout.num_kv_heads);
+    // Sized from the pool's layout report: Lv is the cached value width (DESIGN.md §1.2).
+    partial_shape_ = {batch_size_, call.num_q_heads, splits, max_lv_};
+    const size_t parts = static_cast<size_t>(batch_size_) * call.num_q_heads * splits;
+    partial_out_.ensure(parts * max_lv_ * sizeof(float));
+    partial_lse_.ensure(parts * sizeof(float));
+    cuda::DecodeWorkspace ws{partial_out_.as<float>(), partial_lse_.as<float>(), splits};
+    cuda::decode_attention(q, kv, pb, p, ws, out, stream_);
+  } else {
+    cuda::extend_attention(q, kv, pb, p, max_extend_, out, stream_);
+  }
+}
+
+}  // namespace strata

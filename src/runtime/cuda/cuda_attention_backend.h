@@ -1,0 +1,73 @@
+#pragma once
+// The CUDA attention backend: the AttentionBackend interface over the device KV pool, with
+// device pointers for q, k, v and out. prepare() uploads the batch's metadata in one copy and
+// brings the device mirror of the request -> slot table up to date; forward() writes the new
+// keys/values into the cache and runs split-KV decode or tensor-core extend attention.
+#include <vector>
+
+#include "attention/backend.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/device_buffer.h"
+#include "runtime/cuda/device_kv_pool.h"
+
+namespace strata {
+
+class CudaAttentionBackend : public AttentionBackend {
+ public:
+  CudaAttentionBackend(DeviceKVPool* pool, int max_requests, int max_context_len,
+                       cudaStream_t stream);
+  ~CudaAttentionBackend() override;
+  std::string name() const override { return "cuda"; }
+  void prepare(const ForwardBatch& batch) override;  // stage() then upload()
+  // Host half of prepare: checks the batch and fills the pinned staging copy of its metadata.
+  void stage(const ForwardBatch& batch);
+  // Device half: one copy of the staged metadata, then the request-table update. Only device
+  // work, so a CUDA graph can capture it (replays copy whatever stage() left in the buffer).
+  void upload();
+  // Decode split count the next decode pass will use (part of a CUDA graph's key).
+  int decode_splits(int num_kv_heads) const;
+  // Every device/pinned buffer a captured pass refers to; a graph is valid while this holds.
+  std::vector<const void*> buffer_signature() const;
+  // q [T, Hq * Dk], k [T, k_width], v [T, v_width], out [T, Hq * Dv]: device memory, f32.
+  void forward(const AttentionCall& call, const float* q, const float* k, const float* v,
+               float* out) override;
+  // What the model executor calls: q, k, v are column ranges of one [T, row_stride] buffer,
+  // and the output is bf16, ready for the output projection.
+  void forward_rows(const AttentionCall& call, const float* q, const float* k, const float* v,
+                    int64_t row_stride, cuda::bf16* out);
+
+  // Device copies of the prepared batch.
+  const int32_t* input_ids() const { return meta_.as<int32_t>() + off_ids_; }
+  const int32_t* positions() const { return meta_.as<int32_t>() + off_pos_; }
+  // Each request's last new token (the rows that get logits).
+  const int32_t* last_token_rows() const { return meta_.as<int32_t>() + off_last_; }
+
+  // Decode partial-output shape of the last decode call: [batch, q heads, splits, Lv].
+  const std::vector<int64_t>& decode_partial_shape() const { return partial_shape_; }
+  // Forces the decode split count (tests); 0 restores the automatic choice.
+  void set_decode_splits(int n) { forced_splits_ = n; }
+
+ private:
+  template <typename OutT>
+  void run(const AttentionCall& call, const float* q, const float* k, const float* v,
+           int64_t q_stride, int64_t k_stride, int64_t v_stride, OutT* out);
+
+  DeviceKVPool* pool_;
+  cudaStream_t stream_;
+  int max_requests_, max_context_len_;
+  cuda::DeviceBuffer req_to_token_;  // [max_requests, max_context_len] int32
+  cuda::DeviceBuffer meta_;          // the batch's int32 arrays, one upload
+  int32_t* staging_ = nullptr;       // pinned host copy of meta_
+  size_t staging_capacity_ = 0, staged_count_ = 0;
+  int64_t off_ids_ = 0, off_pos_ = 0, off_loc_ = 0, off_req_ = 0, off_prefix_ = 0, off_offsets_ = 0,
+          off_last_ = 0;
+  ForwardMode mode_ = ForwardMode::Extend;
+  int batch_size_ = 0, num_tokens_ = 0, max_extend_ = 0, max_seq_len_ = 0;
+  bool prepared_ = false;
+  int max_lv_ = 0;  // widest cached value over the pool's layers (partial buffers are sized by it)
+  int forced_splits_ = 0;
+  std::vector<int64_t> partial_shape_;
+  cuda::DeviceBuffer partial_out_, partial_lse_;
+};
+
+}  // namespace strata

@@ -1,0 +1,183 @@
+// The CUDA attention backend (and so the split-KV decode and extend kernels) against the CPU
+// backend on the same batches: mixed lengths in one batch, one-token prompts, lengths at
+// split boundaries, chunked prefill over a cached prefix, sliding windows, GQA groups of 1,
+// 3 and 4, page sizes 1 and 16. K, V (and the extend q) are bf16-exact on both sides, so the
+// only differences left are the GPU's bf16 probabilities in extend and summation order.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "attention/cpu_backend.h"
+#include "cache/kv_pool.h"
+#include "cache/req_to_token_pool.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/cuda/device_buffer.h"
+#include "runtime/cuda/cuda_attention_backend.h"
+
+namespace strata {
+namespace {
+
+struct Shape {
+  int hq, hkv, head_dim, window, page_size;
+};
+
+std::vector<float> random_bf16_exact(size_t n, std::mt19937& rng, float scale) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = bf16_to_f32(f32_to_bf16(d(rng)));
+  return v;
+}
+
+// Relative L2 error and whether every value is finite.
+double rel_l2(const std::vector<float>& got, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += double(got[i] - ref[i]) * (got[i] - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+class BackendPair {
+ public:
+  BackendPair(const Shape& s, int max_requests, int max_context)
+      : s_(s),
+        layout_{s.hkv, s.head_dim, s.head_dim, false},
+        memory_(max_requests, max_context, 1 << 14, s.page_size),
+        cpu_pool_({{kLayer, layout_}}, memory_.allocator().num_slots()),
+        gpu_pool_({{kLayer, layout_}}, memory_.allocator().num_slots()),
+        cpu_(&cpu_pool_, &memory_.req_to_token()),
+        gpu_(&gpu_pool_, max_requests, max_context, nullptr) {}
+
+  TokenMemory& memory() { return memory_; }
+  CudaAttentionBackend& gpu() { return gpu_; }
+
+  // Runs one pass on both backends with random q/k/v; returns the relative L2 error.
+  double run(const ForwardBatch& batch, std::mt19937& rng) {
+    const int t = batch.num_tokens();
+    const int qw = s_.hq * s_.head_dim, kw = layout_.k_width();
+    const auto q = random_bf16_exact(size_t(t) * qw, rng, 1.0f);
+    const auto k = random_bf16_exact(size_t(t) * kw, rng, 1.0f);
+    const auto v = random_bf16_exact(size_t(t) * kw, rng, 1.0f);
+    AttentionCall call;
+    call.layer_id = kLayer;
+    call.num_q_heads = s_.hq;
+    call.scale = 1.0f / std::sqrt(float(s_.head_dim));
+    call.sliding_window = s_.window;
+    std::vector<float> ref(size_t(t) * qw);
+    cpu_.prepare(batch);
+    cpu_.forward(call, q.data(), k.data(), v.data(), ref.data());
+    cuda::DeviceBuffer dq = cuda::to_device(q), dk = cuda::to_device(k), dv = cuda::to_device(v);
+    std::vector<float> poison(ref.size(), NAN);
+    cuda::DeviceBuffer dout = cuda::to_device(poison);  // every output must be written
+    gpu_.prepare(batch);
+    gpu_.forward(call, dq.as<float>(), dk.as<float>(), dv.as<float>(), dout.as<float>());
+    STRATA_CUDA_CHECK(cudaDeviceSynchronize());
+    return rel_l2(cuda::to_host<float>(dout.data(), ref.size()), ref);
+  }
+
+  static constexpr int kLayer = 5;  // not layer 0: the pool answers for the ids it holds
+
+ private:
+  Shape s_;
+  KVLayerLayout layout_;
+  TokenMemory memory_;
+  KVPool cpu_pool_;
+  DeviceKVPool gpu_pool_;
+  CpuAttentionBackend cpu_;
+  CudaAttentionBackend gpu_;
+};
+
+// Adds `n` new tokens of request row `row` (holding `cached` tokens) to `batch`.
+void add(ForwardBatch& batch, TokenMemory& memory, int row, int cached, int n) {
+  std::vector<int32_t> slots(n);
+  ASSERT_TRUE(memory.extend(row, cached, cached + n, slots.data()));
+  batch.req_pool_indices.push_back(row);
+  batch.prefix_lens.push_back(cached);
+  batch.extend_lens.push_back(n);
+  for (int i = 0; i < n; ++i) {
+    batch.input_ids.push_back(0);
+    batch.positions.push_back(cached + i);
+    batch.out_cache_loc.push_back(slots[i]);
+  }
+}
+
+class CudaBackendVsCpu : public testing::TestWithParam<Shape> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda::device_present(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
+  }
+};
+
+TEST_P(CudaBackendVsCpu, PrefillChunkedPrefillAndDecodeMatch) {
+  const Shape s = GetParam();
+  std::mt19937 rng(7);
+  // Mixed lengths: one token, odd, at and around 64-token tiles, long.
+  const std::vector<int> prompt = {1, 7, 64, 65, 130, 333};
+  const std::vector<int> chunk = {1, 64, 1, 3, 129, 200};  // second extend over a cached prefix
+  const int n = int(prompt.size());
+  BackendPair pair(s, n, 1024);
+  std::vector<int> rows(n), len(n, 0);
+  for (int i = 0; i < n; ++i) rows[i] = pair.memory().req_to_token().alloc();
+
+  ForwardBatch prefill;
+  for (int i = 0; i < n; ++i)
+    add(prefill, pair.memory(), rows[i], 0, prompt[i]), len[i] = prompt[i];
+  EXPECT_LT(pair.run(prefill, rng), 1e-2) << "prefill";
+
+  ForwardBatch extend;
+  for (int i = 0; i < n; ++i)
+    add(extend, pair.memory(), rows[i], len[i], chunk[i]), len[i] += chunk[i];
+  EXPECT_LT(pair.run(extend, rng), 1e-2) << "extend over a cached prefix";
+
+  // Decode steps with automatic and forced split counts (1 split, splits that do not divide
+  // the lengths, the maximum).
+  for (int splits : {0, 1, 3, 7, 32}) {
+    pair.gpu().set_decode_splits(splits);
+    ForwardBatch decode;
+    decode.mode = ForwardMode::Decode;
+    for (int i = 0; i < n; ++i) add(decode, pair.memory(), rows[i], len[i], 1), len[i] += 1;
+    EXPECT_LT(pair.run(decode, rng), 2e-3) << "decode, splits " << splits;
+    const auto& shape = pair.gpu().decode_partial_shape();
+    ASSERT_EQ(shape.size(), 4u);
+    EXPECT_EQ(shape[0], n);
+    EXPECT_EQ(shape[1], s.hq);
+    EXPECT_EQ(shape[3], s.head_dim);  // Lv from the pool's layout
+    if (splits > 0) {
+      EXPECT_EQ(shape[2], splits);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaBackendVsCpu,
+                         testing::Values(Shape{8, 2, 128, 0, 1}, Shape{8, 2, 128, 0, 16},
+                                         Shape{4, 4, 64, 0, 16}, Shape{6, 2, 32, 9, 1},
+                                         Shape{32, 8, 128, 100, 16}, Shape{2, 1, 256, 0, 1},
+                                         Shape{4, 2, 80, 0, 1}),
+                         [](const testing::TestParamInfo<Shape>& info) {
+                           const Shape& s = info.param;
+                           return "hq" + std::to_string(s.hq) + "_hkv" + std::to_string(s.hkv) +
+                                  "_d" + std::to_string(s.head_dim) + "_w" +
+                                  std::to_string(s.window) + "_page" + std::to_string(s.page_size);
+                         });
+
+TEST(DeviceKVPool, RefusesLayersItDoesNotHold) {
+  std::string why;
+  if (!cuda::device_present(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
+  DeviceKVPool pool({{5, KVLayerLayout{2, 64, 64, false}}, {12, KVLayerLayout{2, 64, 64, false}}},
+                    16);
+  EXPECT_TRUE(pool.holds(12));
+  try {
+    pool.view(0);
+    FAIL() << "layer 0 is not in the pool";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds layers [5, 12]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,386 @@
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <filesystem>
+
+#include "core/error.h"
+#include "model/json_util.h"
+#include "runtime/batch_builder.h"
+
+namespace strata {
+
+struct Scheduler::Req {
+  uint64_t id = 0;
+  ServeRequest request;
+  std::vector<int> tokens;  // prompt + generated so far
+  int prompt_len = 0;
+  int row = -1;                        // ReqToTokenPool row while admitted
+  int cached = 0;                      // tokens whose KV is stored
+  int prefill_end = 0;                 // cached must reach this before the next token is sampled
+  int state_slot = -1;                 // recurrent-state slot while admitted (hybrid models)
+  RadixCache::Node* locked = nullptr;  // the prefix-cache path this request reads
+  uint64_t admitted_at = 0;            // admission order: the newest is retracted first
+  bool admitted_before = false;
+  int cached_tokens = 0;  // prompt tokens the prefix cache served at the first admission
+  std::mt19937_64 rng;
+  RequestOutput out;  // accumulated since the last output was taken
+  bool finished = false;
+
+  int generated() const { return static_cast<int>(tokens.size()) - prompt_len; }
+  bool prefilling() const { return cached < prefill_end; }
+};
+
+Scheduler::Scheduler(ModelRunner& runner, const SchedulerOptions& options)
+    : runner_(runner),
+      options_(options),
+      memory_(runner.memory()),
+      new_token_ratio_(options.init_new_token_ratio) {
+  // A KV prefix hit would skip the recurrent state of the prefix too; until the cache keeps
+  // state checkpoints (--mamba-radix-cache-strategy), models with recurrent layers run
+  // without it rather than give different answers.
+  if (!options.disable_radix_cache && runner.state_pool() == nullptr)
+    cache_ = std::make_unique<RadixCache>(memory_.allocator());
+}
+
+Scheduler::~Scheduler() = default;
+
+void Scheduler::validate(const ServeRequest& r) const {
+  const int vocab = runner_.config().vocab_size;
+  if (r.input_ids.empty()) throw RequestError("the prompt is empty: give at least one token");
+  for (size_t j = 0; j < r.input_ids.size(); ++j)
+    if (r.input_ids[j] < 0 || r.input_ids[j] >= vocab)
+      throw RequestError(
+          fmt::format("input id {} at position {} is outside the vocabulary "
+                      "(valid ids are 0..{})",
+                      r.input_ids[j], j, vocab - 1));
+  r.sampling.validate();
+  for (int id : r.sampling.stop_token_ids)
+    if (id < 0 || id >= vocab)
+      throw RequestError(
+          fmt::format("stop token id {} is outside the vocabulary (0..{})", id, vocab - 1));
+  if (r.top_logprobs > vocab)
+    throw RequestError(
+        fmt::format("top_logprobs {} exceeds the vocabulary size {}", r.top_logprobs, vocab));
+  if (!r.stop_strings.empty() && !detokenize_)
+    throw RequestError(
+        "stop strings need a tokenizer, and this model directory has none; "
+        "use stop_token_ids instead");
+  const int64_t total = static_cast<int64_t>(r.input_ids.size()) + r.sampling.max_new_tokens;
+  if (total > runner_.max_context_len())
+    throw RequestError(
+        fmt::format("{} prompt tokens + {} new tokens exceed the context length {}; "
+                    "shorten the prompt or lower max_tokens",
+                    r.input_ids.size(), r.sampling.max_new_tokens, runner_.max_context_len()));
+  const int page = memory_.allocator().page_size();
+  const int64_t pages = (total + page - 1) / page;
+  if (pages > memory_.allocator().usable_pages())
+    throw RequestError(
+        fmt::format("{} tokens (prompt + max_tokens) do not fit the KV cache of {} "
+                    "tokens even alone; lower max_tokens or start the server with a "
+                    "larger --max-total-tokens",
+                    total, memory_.allocator().usable_pages() * page));
+}
+
+void Scheduler::submit(uint64_t id, ServeRequest request) {
+  auto r = std::make_unique<Req>();
+  r->id = id;
+  r->tokens = request.input_ids;
+  r->prompt_len = static_cast<int>(request.input_ids.size());
+  r->rng.seed(request.sampling.seed);
+  r->request = std::move(request);
+  if (r->request.sampling.max_new_tokens == 0) {  // nothing to compute
+    r->out.finished = true;
+    r->out.finish_reason = "length";
+    pending_.push_back(std::move(r));
+    return;
+  }
+  waiting_.push_back(std::move(r));
+}
+
+void Scheduler::abort(uint64_t id) {
+  auto is_id = [id](const std::unique_ptr<Req>& r) { return r->id == id; };
+  std::unique_ptr<Req> r;
+  if (auto it = std::find_if(waiting_.begin(), waiting_.end(), is_id); it != waiting_.end()) {
+    r = std::move(*it);
+    waiting_.erase(it);
+  } else if (auto jt = std::find_if(running_.begin(), running_.end(), is_id);
+             jt != running_.end()) {
+    r = std::move(*jt);
+    running_.erase(jt);
+    release(*r);
+  } else {
+    return;  // already finished
+  }
+  r->out.finished = true;
+  r->out.finish_reason = "abort";
+  pending_.push_back(std::move(r));
+}
+
+int64_t Scheduler::available_pages() const {
+  return memory_.allocator().free_pages() + (cache_ ? cache_->evictable_pages() : 0);
+}
+
+// Makes `pages` free pages exist, evicting cached prefixes if needed.
+bool Scheduler::reserve_pages(int64_t pages) {
+  const int64_t missing = pages - memory_.allocator().free_pages();
+  if (missing > 0 && cache_) cache_->evict(missing);
+  return memory_.allocator().free_pages() >= pages;
+}
+
+// Gives the KV a request holds back: computed tokens go to the prefix cache, which keeps
+// them while memory allows, and the request's own references and row are dropped.
+void Scheduler::release(Req& r) {
+  if (r.row < 0) return;
+  if (cache_) {
+    cache_->insert(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached);
+    if (r.locked) cache_->unlock(r.locked);
+  }
+  memory_.release(r.row, r.cached);
+  if (r.state_slot >= 0) runner_.state_pool()->free(r.state_slot);
+  r.state_slot = -1;
+  r.row = -1;
+  r.cached = 0;
+  r.locked = nullptr;
+}
+
+// Offers a request's prompt to the prefix cache as soon as its prefill is done, so that
+// requests arriving while it still decodes can reuse it. The request keeps its own pages and
+// locks the cached path instead of the one it matched at admission.
+void Scheduler::share_prompt(Req& r) {
+  if (!cache_) return;
+  cache_->insert(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached);
+  RadixCache::Match m = cache_->match_prefix(r.tokens.data(), r.cached);
+  cache_->lock(m.last);
+  if (r.locked) cache_->unlock(r.locked);
+  r.locked = m.last;
+}
+
+void Scheduler::finish(Req& r, const std::string& reason) {
+  r.out.finished = true;
+  r.out.finish_reason = reason;
+  r.finished = true;
+  release(r);
+}
+
+// Admits the request at the head of the queue if its prompt fits beside the tokens running
+// requests are still expected to generate; adds its first chunk to `batch`. Returns the
+// chunk's length, 0 when it does not fit.
+int Scheduler::try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Req*>& members) {
+  const int len = static_cast<int>(r.tokens.size());
+  RadixCache::Match match;
+  if (cache_) {
+    // At least one token is always computed: its logits choose the next token.
+    match = cache_->match_prefix(r.tokens.data(), len - 1);
+    cache_->lock(match.last);  // before anything below can evict it
+  }
+  double future = 0;
+  for (const auto& q : running_)
+    future += std::max(0, q->request.sampling.max_new_tokens - q->generated());
+  const int page = memory_.allocator().page_size();
+  const auto reserve = static_cast<int64_t>(std::ceil(future * new_token_ratio_ / page));
+  const int64_t need = memory_.pages_needed(match.length, len);
+  StatePool* states = runner_.state_pool();
+  const bool fits = available_pages() >= need + reserve && (!states || states->available() > 0);
+  const int row = fits ? memory_.req_to_token().alloc() : -1;
+  if (row < 0) {
+    if (cache_) cache_->unlock(match.last);
+    return 0;
+  }
+  r.row = row;
+  if (states) r.state_slot = states->alloc();  // zeroed: the prompt is computed from its start
+  if (match.length > 0) memory_.share_prefix(row, match.slots.data(), match.length);
+  r.locked = cache_ ? match.last : nullptr;
+  r.cached = match.length;
+  r.prefill_end = len;
+  r.admitted_at = ++admissions_;
+  if (!r.admitted_before) {
+    r.admitted_before = true;
+    r.cached_tokens = match.length;
+    totals_.prompt_tokens += r.prompt_len;
+    totals_.cached_prompt_tokens += match.length;
+  }
+  const int n = std::min(len - r.cached, budget);
+  STRATA_CHECK(reserve_pages(memory_.pages_needed(r.cached, r.cached + n)) &&
+                   append_extend(batch, memory_, r.row, r.state_slot, r.tokens, r.cached, n),
+               "admitted request {} has no room", r.id);
+  r.cached += n;
+  members.push_back(&r);
+  return n;
+}
+
+// Before a decode step: while the running requests' next tokens do not fit, send the newest
+// request back to the queue (its KV stays in the prefix cache while memory allows).
+void Scheduler::retract_until_decode_fits() {
+  for (;;) {
+    int64_t need = 0;
+    for (const auto& r : running_)
+      if (!r->prefilling()) need += memory_.pages_needed(r->cached, r->cached + 1);
+    if (available_pages() >= need || running_.size() <= 1) return;
+    auto newest = std::max_element(
+        running_.begin(), running_.end(),
+        [](const auto& a, const auto& b) { return a->admitted_at < b->admitted_at; });
+    std::unique_ptr<Req> r = std::move(*newest);
+    running_.erase(newest);
+    release(*r);
+    waiting_.push_front(std::move(r));
+    ++totals_.retractions;
+    new_token_ratio_ = 1.0;  // admit conservatively until memory eases again
+  }
+}
+
+void Scheduler::sample(Req& r, const float* logits) {
+  const ServeRequest& q = r.request;
+  const int vocab = runner_.config().vocab_size;
+  const int token = sample_token(logits, vocab, q.sampling, r.rng);
+  if (q.top_logprobs >= 0)
+    r.out.logprobs.push_back(token_logprob(logits, vocab, token, q.top_logprobs));
+  if (q.return_logits) r.out.logits.emplace_back(logits, logits + vocab);
+  r.tokens.push_back(token);
+  r.out.token_ids.push_back(token);
+  ++totals_.generated_tokens;
+  if (is_stop_token(q.sampling, options_.eos_token_ids, token)) {
+    r.out.matched_stop_token = token;
+    return finish(r, "stop");
+  }
+  if (r.generated() >= q.sampling.max_new_tokens) return finish(r, "length");
+  if (!q.stop_strings.empty()) {
+    const std::string text = detokenize_({r.tokens.begin() + r.prompt_len, r.tokens.end()});
+    for (const auto& s : q.stop_strings)
+      if (!s.empty() && text.find(s) != std::string::npos) {
+        r.out.matched_stop_string = s;
+        return finish(r, "stop");
+      }
+  }
+}
+
+RequestOutput Scheduler::take_output(Req& r) {
+  RequestOutput o = std::move(r.out);
+  r.out = RequestOutput{};
+  o.id = r.id;
+  o.prompt_tokens = r.prompt_len;
+  o.completion_tokens = r.generated();
+  o.cached_tokens = r.cached_tokens;
+  return o;
+}
+
+std::vector<RequestOutput> Scheduler::step() {
+  std::vector<RequestOutput> outputs;
+  for (auto& r : pending_) outputs.push_back(take_output(*r));
+  pending_.clear();
+  if (running_.empty() && waiting_.empty()) return outputs;
+
+  ForwardBatch batch;
+  batch.mode = ForwardMode::Extend;
+  std::vector<Req*> members;
+  int budget = options_.chunked_prefill_size > 0 ? options_.chunked_prefill_size : INT_MAX;
+  // Prefill: the next chunks of prompts already admitted, then new requests in arrival order.
+  for (auto& r : running_) {
+    if (!r->prefilling() || budget <= 0) continue;
+    const int n = std::min(r->prefill_end - r->cached, budget);
+    if (!reserve_pages(memory_.pages_needed(r->cached, r->cached + n))) break;
+    append_extend(batch, memory_, r->row, r->state_slot, r->tokens, r->cached, n);
+    r->cached += n;
+    budget -= n;
+    members.push_back(r.get());
+  }
+  const int max_running = memory_.req_to_token().max_requests();
+  while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < max_running) {
+    const int n = try_admit(*waiting_.front(), budget, batch, members);
+    if (n == 0) break;
+    budget -= n;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+
+  // Decode: one token for every request whose prompt is in; alone, or mixed with the prefill.
+  const bool prefill = !members.empty();
+  if (!prefill || options_.enable_mixed_chunk) {
+    if (!prefill) retract_until_decode_fits();
+    for (auto& r : running_) {
+      if (r->prefilling() || std::find(members.begin(), members.end(), r.get()) != members.end())
+        continue;
+      if (!reserve_pages(memory_.pages_needed(r->cached, r->cached + 1))) {
+        STRATA_CHECK(prefill, "decode of request {} does not fit after retraction", r->id);
+        continue;  // mixed: this one waits for the next pure decode step
+      }
+      append_extend(batch, memory_, r->row, r->state_slot, r->tokens, r->cached, 1);
+      r->cached += 1;
+      members.push_back(r.get());
+    }
+    if (!prefill) {
+      batch.mode = ForwardMode::Decode;
+      new_token_ratio_ =
+          std::max(options_.min_new_token_ratio, new_token_ratio_ - options_.new_token_ratio_decay);
+    }
+  }
+  if (members.empty()) {
+    // Every admitted prompt is stuck waiting for pages that decoding holds: give the newest
+    // one's pages back so that the older ones can finish.
+    STRATA_CHECK(running_.size() > 1, "the only running request cannot get KV pages");
+    std::unique_ptr<Req> r = std::move(running_.back());
+    running_.pop_back();
+    release(*r);
+    waiting_.push_front(std::move(r));
+    ++totals_.retractions;
+    return outputs;
+  }
+
+  const Tensor logits = runner_.forward(batch);
+  ++totals_.forward_passes;
+  for (size_t b = 0; b < members.size(); ++b) {
+    Req& r = *members[b];
+    if (r.prefilling()) continue;
+    if (r.cached == r.prefill_end) share_prompt(r);
+    sample(r, logits.row(static_cast<int64_t>(b)));
+  }
+
+  for (auto& r : running_)
+    if (r->finished || !r->out.token_ids.empty()) outputs.push_back(take_output(*r));
+  std::erase_if(running_, [](const auto& r) { return r->finished; });
+  return outputs;
+}
+
+bool Scheduler::flush_cache() {
+  if (!running_.empty() || !waiting_.empty()) return false;
+  return !cache_ || cache_->flush();
+}
+
+int64_t Scheduler::max_request_tokens() const {
+  const int64_t pool = memory_.allocator().usable_pages() * memory_.allocator().page_size();
+  return std::min<int64_t>(runner_.max_context_len(), pool);
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s = totals_;
+  s.running = static_cast<int>(running_.size());
+  s.waiting = static_cast<int>(waiting_.size());
+  s.page_size = memory_.allocator().page_size();
+  s.total_pages = memory_.allocator().usable_pages();
+  s.used_pages = s.total_pages - memory_.allocator().free_pages();
+  s.cached_pages = cache_ ? cache_->cached_pages() : 0;
+  s.new_token_ratio = new_token_ratio_;
+  return s;
+}
+
+std::vector<int> load_eos_token_ids(const ModelConfig& config) {
+  std::vector<int> ids = config.eos_token_ids;
+  const std::filesystem::path gen =
+      std::filesystem::path(config.model_dir) / "generation_config.json";
+  if (!config.model_dir.empty() && std::filesystem::exists(gen)) {
+    const json g = read_json_file(gen.string());
+    const json e = g.value("eos_token_id", json());
+    auto add = [&](const json& x) {
+      if (x.is_number_integer() && std::find(ids.begin(), ids.end(), x.get<int>()) == ids.end())
+        ids.push_back(x.get<int>());
+    };
+    if (e.is_array())
+      for (const auto& x : e) add(x);
+    else
+      add(e);
+  }
+  return ids;
+}
+
+}  // namespace strata

@@ -1,0 +1,120 @@
+#pragma once
+// Scheduler: continuous batching for the server (SGLang's scheduler loop, on one thread).
+// Requests wait in a queue; each step() admits what fits into the running batch and runs
+// one forward pass: a prefill (new prompts, cut into chunks of --chunked-prefill-size
+// tokens), a decode (one token for every running request), or with --enable-mixed-chunk
+// both at once. Admission is by free KV pages (free plus evictable prefix-cache pages) with
+// room kept for the tokens running requests will still generate; when decoding runs out of
+// pages anyway, the newest requests are retracted to the front of the queue and resumed
+// later with what they already generated: a request is never failed for lack of memory.
+//
+// The scheduler is not thread-safe; the server's engine thread owns it.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/radix_cache.h"
+#include "runtime/model_runner.h"
+#include "runtime/sampler.h"
+
+namespace strata {
+
+struct SchedulerOptions {
+  int chunked_prefill_size = 8192;  // prompt tokens per prefill step; <= 0: no limit
+  bool enable_mixed_chunk = false;  // decode running requests in the same pass as a prefill
+  bool disable_radix_cache = false;
+  // Share of the tokens running requests may still generate that admission keeps free;
+  // decays towards `min_new_token_ratio` while memory suffices, back to 1 after a retraction.
+  double init_new_token_ratio = 0.7;
+  double min_new_token_ratio = 0.1;
+  double new_token_ratio_decay = 0.001;
+  std::vector<int> eos_token_ids;  // config.json and generation_config.json
+};
+
+struct ServeRequest {
+  std::vector<int> input_ids;
+  SamplingParams sampling;
+  int top_logprobs = -1;  // -1: no logprobs; 0: the chosen token's; k: also the k most likely
+  std::vector<std::string> stop_strings;
+  bool return_logits = false;  // the full logits row behind each token (tests, debugging)
+};
+
+// What one step produced for one request: its new tokens, and whether it is done.
+struct RequestOutput {
+  uint64_t id = 0;
+  std::vector<int> token_ids;
+  std::vector<TokenLogprob> logprobs;      // one per token when asked for
+  std::vector<std::vector<float>> logits;  // one row per token with return_logits
+  bool finished = false;
+  std::string finish_reason;  // "stop" | "length" | "abort"
+  int matched_stop_token = -1;
+  std::string matched_stop_string;
+  int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+};
+
+struct SchedulerStats {
+  int running = 0, waiting = 0;
+  int64_t total_pages = 0, used_pages = 0, cached_pages = 0, page_size = 1;
+  int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
+  int64_t retractions = 0, forward_passes = 0;
+  double new_token_ratio = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(ModelRunner& runner, const SchedulerOptions& options);
+  ~Scheduler();
+
+  // Checks a request against the model and the memory (RequestError naming the problem).
+  // Only reads what never changes: safe from any thread.
+  void validate(const ServeRequest& r) const;
+  void submit(uint64_t id, ServeRequest r);
+  // Ends a waiting or running request, freeing all it holds; its output says "abort".
+  void abort(uint64_t id);
+  bool has_work() const { return !waiting_.empty() || !running_.empty() || !pending_.empty(); }
+  std::vector<RequestOutput> step();
+  // Empties the prefix cache; false when requests are in flight (nothing changes then).
+  bool flush_cache();
+  SchedulerStats stats() const;
+  // Turns token ids into text, for stop strings; without it stop strings are refused.
+  void set_detokenizer(std::function<std::string(const std::vector<int>&)> detokenize) {
+    detokenize_ = std::move(detokenize);
+  }
+  const ModelRunner& runner() const { return runner_; }
+  // The most tokens (prompt + output) one request may hold: the context length, or the whole
+  // KV cache when that is smaller.
+  int64_t max_request_tokens() const;
+
+ private:
+  struct Req;
+  int64_t available_pages() const;
+  bool reserve_pages(int64_t pages);
+  int try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Req*>& members);
+  void retract_until_decode_fits();
+  void sample(Req& r, const float* logits);
+  void share_prompt(Req& r);
+  void finish(Req& r, const std::string& reason);
+  void release(Req& r);
+  RequestOutput take_output(Req& r);
+
+  ModelRunner& runner_;
+  SchedulerOptions options_;
+  TokenMemory& memory_;
+  std::unique_ptr<RadixCache> cache_;  // null with --disable-radix-cache
+  std::function<std::string(const std::vector<int>&)> detokenize_;
+  std::deque<std::unique_ptr<Req>> waiting_;
+  std::vector<std::unique_ptr<Req>> running_;  // in admission order
+  std::vector<std::unique_ptr<Req>> pending_;  // finished, their last output not yet returned
+  uint64_t admissions_ = 0;
+  double new_token_ratio_;
+  SchedulerStats totals_;
+};
+
+// EOS ids of a model directory: config.json's eos_token_id and, where present,
+// generation_config.json's (each an id or a list).
+std::vector<int> load_eos_token_ids(const ModelConfig& config);
+
+}  // namespace strata

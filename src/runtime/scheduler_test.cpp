@@ -1,0 +1,211 @@
+#include "runtime/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/error.h"
+#include "test_util.h"
+
+namespace strata {
+
+namespace {
+
+struct Finished {
+  std::vector<int> ids;
+  std::vector<std::vector<float>> logits;
+  std::string reason;
+  int cached_tokens = 0;
+};
+
+// Submits every prompt at once and steps the scheduler until all are done (bounded).
+std::map<uint64_t, Finished> run_all(Scheduler& s, const std::vector<std::vector<int>>& prompts,
+                                     int max_new_tokens) {
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ServeRequest r;
+    r.input_ids = prompts[i];
+    r.sampling.max_new_tokens = max_new_tokens;
+    r.sampling.stop_at_eos = false;
+    r.return_logits = true;
+    s.validate(r);
+    s.submit(i, r);
+  }
+  std::map<uint64_t, Finished> done;
+  for (int steps = 0; s.has_work() && steps < 10000; ++steps) {
+    for (auto& o : s.step()) {
+      Finished& f = done[o.id];
+      f.ids.insert(f.ids.end(), o.token_ids.begin(), o.token_ids.end());
+      for (auto& l : o.logits) f.logits.push_back(std::move(l));
+      if (o.finished) {
+        f.reason = o.finish_reason;
+        f.cached_tokens = o.cached_tokens;
+      }
+    }
+  }
+  EXPECT_FALSE(s.has_work());
+  return done;
+}
+
+std::vector<std::vector<int>> shared_prefix_prompts() {
+  std::vector<int> prefix;
+  for (int i = 0; i < 40; ++i) prefix.push_back((i * 37 + 11) % 500);
+  std::vector<std::vector<int>> prompts;
+  for (int k = 0; k < 3; ++k) {
+    auto p = prefix;
+    for (int i = 0; i <= k * 3; ++i) p.push_back((k * 101 + i * 13) % 500);
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+}  // namespace
+
+// Dense (GQA), hybrid (Mamba2 + attention) and MLA fixtures through the scheduler: prompts
+// chunked, more prompts than rows, decode alone or mixed with prefill.
+class SchedulerGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SchedulerGolden, GreedyOutputsMatchTheReference) {
+  const auto ref = test::load_reference(GetParam());
+  for (bool mixed : {false, true}) {
+    ModelRunner runner(ModelConfig::load(test::fixture_dir(GetParam())),
+                       test::default_options(1, 3));
+    SchedulerOptions o;
+    o.chunked_prefill_size = 16;  // the longest prompt takes several passes
+    o.enable_mixed_chunk = mixed;
+    Scheduler s(runner, o);
+    const auto out = run_all(s, ref.input_ids, 10);  // 4 prompts, 3 rows: one waits
+    ASSERT_EQ(out.size(), ref.input_ids.size());
+    for (size_t i = 0; i < ref.input_ids.size(); ++i) {
+      EXPECT_EQ(out.at(i).ids, ref.greedy_ids[i]) << "prompt " << i << " mixed " << mixed;
+      EXPECT_EQ(out.at(i).reason, "length");
+    }
+    EXPECT_EQ(s.stats().used_pages, s.stats().cached_pages);
+  }
+}
+
+// Retracted requests are recomputed from their start (a fresh recurrent state for hybrids)
+// and continue exactly where they stopped.
+TEST_P(SchedulerGolden, RetractsUnderMemoryPressureAndLosesNoRequest) {
+  std::vector<std::vector<int>> prompts;
+  for (int k = 0; k < 6; ++k) {
+    std::vector<int> p;
+    for (int i = 0; i < 12 + k; ++i) p.push_back((k * 53 + i * 7) % 500);
+    prompts.push_back(p);
+  }
+  std::map<uint64_t, Finished> roomy, tight;
+  int64_t retractions = 0;
+  for (int64_t total : {4096, 64}) {
+    RunnerOptions ro = test::default_options(1, 6);
+    ro.max_total_tokens = total;
+    ModelRunner runner(ModelConfig::load(test::fixture_dir(GetParam())), ro);
+    Scheduler s(runner, SchedulerOptions{});
+    (total == 64 ? tight : roomy) = run_all(s, prompts, 30);
+    if (total == 64) retractions = s.stats().retractions;
+    EXPECT_EQ(s.stats().used_pages, s.stats().cached_pages);
+    if (runner.state_pool()) {
+      EXPECT_EQ(runner.state_pool()->available(), 6);
+    }
+  }
+  EXPECT_GT(retractions, 0);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(tight.at(i).ids.size(), 30u) << "request " << i;
+    EXPECT_EQ(tight.at(i).ids, roomy.at(i).ids) << "request " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, SchedulerGolden,
+                         ::testing::Values("llama", "nemotron_h", "deepseek_v2_lite"));
+
+// Dense and MLA (the cache shares token slots, whatever a slot holds).
+class SchedulerPrefixCache : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SchedulerPrefixCache, HitsGiveTheSameTokensAndLogits) {
+  const auto prompts = shared_prefix_prompts();
+  for (int page : {1, 16}) {
+    std::map<uint64_t, Finished> with, without;
+    for (bool disable : {false, true}) {
+      ModelRunner runner(ModelConfig::load(test::fixture_dir("llama")),
+                         test::default_options(page, 4));
+      SchedulerOptions o;
+      o.disable_radix_cache = disable;
+      Scheduler s(runner, o);
+      std::map<uint64_t, Finished> all;
+      for (size_t i = 0; i < prompts.size(); ++i) {  // one after another: each can reuse the last
+        auto one = run_all(s, {prompts[i]}, 6);
+        all[i] = one.at(0);
+      }
+      (disable ? without : with) = all;
+      const SchedulerStats st = s.stats();
+      if (disable) {
+        EXPECT_EQ(st.cached_prompt_tokens, 0);
+      } else {
+        EXPECT_GE(st.cached_prompt_tokens, 2 * (40 / page) * page) << "page " << page;
+      }
+      EXPECT_EQ(st.used_pages, st.cached_pages);  // nothing but the cache holds memory
+      EXPECT_TRUE(s.flush_cache());
+      EXPECT_EQ(s.stats().used_pages, 0);
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(with.at(i).ids, without.at(i).ids) << "page " << page << " prompt " << i;
+      if (i > 0) {
+        EXPECT_GT(with.at(i).cached_tokens, 0);
+      }
+      ASSERT_EQ(with.at(i).logits.size(), without.at(i).logits.size());
+      for (size_t t = 0; t < with.at(i).logits.size(); ++t)
+        EXPECT_LE(test::max_abs_diff(with.at(i).logits[t].data(), without.at(i).logits[t].data(),
+                                     static_cast<int64_t>(with.at(i).logits[t].size())),
+                  1e-5);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, SchedulerPrefixCache,
+                         ::testing::Values("llama", "deepseek_v2_lite"));
+
+// A hybrid model runs without the KV prefix cache: a hit would skip the prefix's state.
+TEST(Scheduler, HybridModelsRunWithoutThePrefixCache) {
+  ModelRunner runner(ModelConfig::load(test::fixture_dir("nemotron_h")),
+                     test::default_options(1, 2));
+  Scheduler s(runner, SchedulerOptions{});
+  const auto prompts = shared_prefix_prompts();
+  run_all(s, {prompts[0]}, 4);
+  run_all(s, {prompts[1]}, 4);
+  EXPECT_EQ(s.stats().cached_prompt_tokens, 0);
+  EXPECT_EQ(s.stats().used_pages, 0);
+  EXPECT_EQ(runner.state_pool()->available(), 2);
+}
+
+TEST(Scheduler, AbortFreesEverythingAndRejectsBadRequests) {
+  ModelRunner runner(ModelConfig::load(test::fixture_dir("llama")), test::default_options(1, 2));
+  Scheduler s(runner, SchedulerOptions{});
+  ServeRequest r;
+  r.input_ids = {1, 2, 3, 4, 5};
+  r.sampling.max_new_tokens = 50;
+  r.sampling.stop_at_eos = false;
+  for (uint64_t id = 0; id < 3; ++id) s.submit(id, r);
+  s.step();  // two admitted, one waiting
+  s.abort(0);
+  s.abort(2);
+  std::map<uint64_t, std::string> reasons;
+  for (int i = 0; i < 100 && s.has_work(); ++i)
+    for (const auto& o : s.step())
+      if (o.finished) reasons[o.id] = o.finish_reason;
+  EXPECT_EQ(reasons[0], "abort");
+  EXPECT_EQ(reasons[1], "length");
+  EXPECT_EQ(reasons[2], "abort");
+  EXPECT_TRUE(s.flush_cache());
+  EXPECT_EQ(s.stats().used_pages, 0);
+  EXPECT_EQ(runner.memory().req_to_token().available(), 2);
+
+  ServeRequest bad = r;
+  bad.input_ids = {1, 512};
+  EXPECT_THROW(s.validate(bad), RequestError);
+  bad = r;
+  bad.sampling.max_new_tokens = 300;  // context 256
+  EXPECT_THROW(s.validate(bad), RequestError);
+  bad = r;
+  bad.stop_strings = {"x"};  // no tokenizer
+  EXPECT_THROW(s.validate(bad), RequestError);
+}
+
+}  // namespace strata

@@ -1,0 +1,180 @@
+#include "server/engine.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace strata {
+
+bool RequestStream::next(RequestOutput& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  if (!cv_.wait_for(lk, timeout, [&] { return !queue_.empty(); })) return false;
+  out = std::move(queue_.front());
+  queue_.pop_front();
+  return true;
+}
+
+void RequestStream::push(RequestOutput out) {
+  {
+    std::lock_guard lk(mu_);
+    queue_.push_back(std::move(out));
+  }
+  cv_.notify_all();
+}
+
+Engine::Engine(Scheduler& scheduler, ServerMetrics& metrics)
+    : scheduler_(scheduler), metrics_(metrics) {
+  metrics_.set_scheduler_stats(scheduler_.stats());
+}
+
+Engine::~Engine() {
+  shutdown();
+}
+
+void Engine::start() {
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Engine::accepting() const {
+  std::lock_guard lk(mu_);
+  return !stopping_;
+}
+
+std::shared_ptr<RequestStream> Engine::submit(ServeRequest request) {
+  scheduler_.validate(request);
+  std::shared_ptr<RequestStream> stream;
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) throw RequestError("the server is shutting down");
+    stream = std::make_shared<RequestStream>(next_id_++);
+    inbox_.emplace_back(std::move(request), stream);
+  }
+  cv_.notify_all();
+  return stream;
+}
+
+void Engine::abort(uint64_t id) {
+  {
+    std::lock_guard lk(mu_);
+    aborts_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+bool Engine::flush_cache() {
+  auto done = std::make_shared<std::promise<bool>>();
+  std::future<bool> result = done->get_future();
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) return false;
+    commands_.push_back([this, done] {
+      const bool flushed = scheduler_.flush_cache();
+      metrics_.set_scheduler_stats(scheduler_.stats());
+      done->set_value(flushed);
+    });
+  }
+  cv_.notify_all();
+  return result.get();
+}
+
+void Engine::deliver(std::vector<RequestOutput>& outputs) {
+  const auto now = std::chrono::steady_clock::now();
+  auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
+  for (auto& o : outputs) {
+    auto it = live_.find(o.id);
+    if (it == live_.end()) continue;
+    Live& l = it->second;
+    if (!o.token_ids.empty()) {
+      if (!l.got_first) {
+        metrics_.on_first_token(seconds(now - l.arrival));
+        l.got_first = true;
+        if (o.token_ids.size() > 1)
+          metrics_.on_tokens(static_cast<int>(o.token_ids.size()) - 1, 0.0);
+      } else {
+        metrics_.on_tokens(static_cast<int>(o.token_ids.size()), seconds(now - l.last_token));
+      }
+      l.last_token = now;
+    }
+    const bool finished = o.finished;
+    if (finished) metrics_.on_finished(o.finish_reason, seconds(now - l.arrival));
+    l.stream->push(std::move(o));
+    if (finished) live_.erase(it);
+  }
+  outputs.clear();
+}
+
+void Engine::loop() {
+  std::vector<RequestOutput> outputs;
+  for (;;) {
+    std::vector<std::pair<ServeRequest, std::shared_ptr<RequestStream>>> inbox;
+    std::vector<uint64_t> aborts;
+    std::vector<std::function<void()>> commands;
+    bool stopping;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] {
+        return stopping_ || !inbox_.empty() || !aborts_.empty() || !commands_.empty() ||
+               scheduler_.has_work();
+      });
+      inbox.swap(inbox_);
+      aborts.swap(aborts_);
+      commands.swap(commands_);
+      stopping = stopping_;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [request, stream] : inbox) {
+      live_[stream->id()] = Live{stream, now, now, false};
+      scheduler_.submit(stream->id(), std::move(request));
+    }
+    for (uint64_t id : aborts) scheduler_.abort(id);
+    if (stopping)
+      for (const auto& [id, l] : live_) scheduler_.abort(id);
+    for (auto& c : commands) c();
+    try {
+      outputs = scheduler_.step();
+    } catch (const std::exception& e) {
+      // A bug or an exhausted machine: tell every client, then stop serving.
+      std::fprintf(stderr, "error: the engine failed: %s\n", e.what());
+      for (auto& [id, l] : live_) {
+        RequestOutput o;
+        o.id = id;
+        o.finished = true;
+        o.finish_reason = "abort";
+        l.stream->push(std::move(o));
+      }
+      live_.clear();
+      std::lock_guard lk(mu_);
+      stopping_ = true;
+      for (auto& c : commands_) c();
+      commands_.clear();
+      return;
+    }
+    metrics_.set_scheduler_stats(scheduler_.stats());  // before clients hear they are done
+    deliver(outputs);
+    if (stopping && live_.empty() && !scheduler_.has_work()) {
+      std::lock_guard lk(mu_);
+      for (auto& c : commands_) c();  // flush requests that raced the shutdown
+      commands_.clear();
+      for (auto& [request, stream] : inbox_) {
+        RequestOutput o;
+        o.id = stream->id();
+        o.finished = true;
+        o.finish_reason = "abort";
+        stream->push(std::move(o));
+      }
+      inbox_.clear();
+      return;
+    }
+  }
+}
+
+}  // namespace strata

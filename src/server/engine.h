@@ -1,0 +1,74 @@
+#pragma once
+// Engine: the scheduler loop on its own thread. HTTP handler threads submit requests and
+// wait on a per-request stream; the engine thread is the only one that touches the
+// scheduler, the model and the pools.
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "runtime/scheduler.h"
+#include "server/metrics.h"
+
+namespace strata {
+
+// The outputs of one request, in order, as the engine produces them.
+class RequestStream {
+ public:
+  explicit RequestStream(uint64_t id) : id_(id) {}
+  uint64_t id() const { return id_; }
+  // Waits up to `timeout` for the next output; false when none came.
+  bool next(RequestOutput& out, std::chrono::milliseconds timeout);
+  void push(RequestOutput out);
+
+ private:
+  uint64_t id_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RequestOutput> queue_;
+};
+
+class Engine {
+ public:
+  Engine(Scheduler& scheduler, ServerMetrics& metrics);
+  ~Engine();
+  void start();
+  // Aborts every request (each stream gets its "abort" output), then ends the loop.
+  void shutdown();
+
+  // Validates (RequestError) and queues a request.
+  std::shared_ptr<RequestStream> submit(ServeRequest request);
+  void abort(uint64_t id);
+  // Runs on the engine thread between steps; false while requests are in flight.
+  bool flush_cache();
+  const Scheduler& scheduler() const { return scheduler_; }
+  bool accepting() const;
+
+ private:
+  struct Live {
+    std::shared_ptr<RequestStream> stream;
+    std::chrono::steady_clock::time_point arrival, last_token;
+    bool got_first = false;
+  };
+  void loop();
+  void deliver(std::vector<RequestOutput>& outputs);
+
+  Scheduler& scheduler_;
+  ServerMetrics& metrics_;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<ServeRequest, std::shared_ptr<RequestStream>>> inbox_;
+  std::vector<uint64_t> aborts_;
+  std::vector<std::function<void()>> commands_;
+  bool stopping_ = false;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, Live> live_;  // engine thread only
+};
+
+}  // namespace strata

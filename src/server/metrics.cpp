@@ -1,0 +1,121 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace strata {
+
+namespace {
+// Latency buckets in seconds, as SGLang uses for TTFT/ITL (CPU runs are slower: wider tail).
+const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06,
+                                             0.08,  0.1,   0.25, 0.5,  0.75, 1.0,
+                                             2.5,   5.0,   7.5,  10.0, 20.0, 60.0};
+constexpr double kThroughputWindowSeconds = 5.0;
+
+void gauge(std::string& out, const std::string& name, const std::string& help, double v) {
+  out += fmt::format("# HELP {0} {1}\n# TYPE {0} gauge\n{0} {2}\n", name, help, v);
+}
+void counter(std::string& out, const std::string& name, const std::string& help, int64_t v) {
+  out += fmt::format("# HELP {0} {1}\n# TYPE {0} counter\n{0} {2}\n", name, help, v);
+}
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+  const size_t b = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
+  ++counts_[b];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
+  out += fmt::format("# HELP {0} {1}\n# TYPE {0} histogram\n", name, help);
+  int64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+  }
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name,
+                     sum_, name, count_);
+}
+
+ServerMetrics::ServerMetrics()
+    : ttft_(kLatencyBuckets), itl_(kLatencyBuckets), e2e_(kLatencyBuckets) {}
+
+void ServerMetrics::on_first_token(double s) {
+  std::lock_guard lk(mu_);
+  ttft_.observe(s);
+}
+
+void ServerMetrics::on_tokens(int n, double s) {
+  std::lock_guard lk(mu_);
+  for (int i = 0; i < n; ++i) itl_.observe(s / n);
+}
+
+void ServerMetrics::on_finished(const std::string& reason, double e2e) {
+  std::lock_guard lk(mu_);
+  ++finished_;
+  if (reason == "abort") ++aborted_;
+  e2e_.observe(e2e);
+}
+
+void ServerMetrics::set_scheduler_stats(const SchedulerStats& s) {
+  std::lock_guard lk(mu_);
+  stats_ = s;
+  const auto now = std::chrono::steady_clock::now();
+  throughput_window_.emplace_back(now, s.generated_tokens);
+  while (throughput_window_.size() > 2 &&
+         std::chrono::duration<double>(now - throughput_window_.front().first).count() >
+             kThroughputWindowSeconds)
+    throughput_window_.pop_front();
+}
+
+SchedulerStats ServerMetrics::scheduler_stats() const {
+  std::lock_guard lk(mu_);
+  return stats_;
+}
+
+std::string ServerMetrics::render() const {
+  std::lock_guard lk(mu_);
+  const SchedulerStats& s = stats_;
+  std::string out;
+  gauge(out, "strata:num_running_reqs", "Requests in the running batch.", s.running);
+  gauge(out, "strata:num_queue_reqs", "Requests waiting in the queue.", s.waiting);
+  gauge(out, "strata:num_used_tokens", "KV cache slots in use (prefix cache included).",
+        static_cast<double>(s.used_pages * s.page_size));
+  gauge(out, "strata:max_total_num_tokens", "KV cache slots in all.",
+        static_cast<double>(s.total_pages * s.page_size));
+  gauge(out, "strata:token_usage", "Fraction of the KV cache in use (prefix cache included).",
+        s.total_pages ? static_cast<double>(s.used_pages) / s.total_pages : 0.0);
+  gauge(out, "strata:radix_cache_tokens", "KV cache slots held by the prefix cache.",
+        static_cast<double>(s.cached_pages * s.page_size));
+  gauge(out, "strata:cache_hit_rate", "Prompt tokens served from the prefix cache / prompt tokens.",
+        s.prompt_tokens ? static_cast<double>(s.cached_prompt_tokens) / s.prompt_tokens : 0.0);
+  double throughput = 0;
+  if (throughput_window_.size() >= 2) {
+    const auto& [t0, n0] = throughput_window_.front();
+    const auto& [t1, n1] = throughput_window_.back();
+    const double dt = std::chrono::duration<double>(t1 - t0).count();
+    if (dt > 0) throughput = (n1 - n0) / dt;
+  }
+  gauge(out, "strata:gen_throughput", "Generated tokens per second over the last seconds.",
+        throughput);
+  counter(out, "strata:prompt_tokens_total", "Prompt tokens admitted.", s.prompt_tokens);
+  counter(out, "strata:cached_tokens_total", "Prompt tokens served from the prefix cache.",
+          s.cached_prompt_tokens);
+  counter(out, "strata:generation_tokens_total", "Tokens generated.", s.generated_tokens);
+  counter(out, "strata:num_requests_total", "Requests finished (aborted included).", finished_);
+  counter(out, "strata:num_aborted_requests_total", "Requests aborted.", aborted_);
+  counter(out, "strata:num_retractions_total", "Requests sent back to the queue for memory.",
+          s.retractions);
+  counter(out, "strata:forward_passes_total", "Forward passes run.", s.forward_passes);
+  ttft_.render("strata:time_to_first_token_seconds", "Time to first token.", out);
+  itl_.render("strata:inter_token_latency_seconds", "Time between tokens of a request.", out);
+  e2e_.render("strata:e2e_request_latency_seconds", "Arrival to last token.", out);
+  return out;
+}
+
+}  // namespace strata

@@ -1,0 +1,30 @@
+#pragma once
+// The chat template of a Hugging Face model directory (tokenizer_config.json "chat_template",
+// or chat_template.jinja), rendered the way transformers' apply_chat_template does: variables
+// `messages`, `add_generation_prompt`, `tools` and `documents` (None unless given), and the
+// special tokens (bos_token, eos_token, ...) as strings.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tokenizer/jinja.h"
+
+namespace strata::tok {
+
+class ChatTemplate {
+ public:
+  // Reads tokenizer_config.json (and chat_template.jinja if present) from `dir`.
+  static ChatTemplate load(const std::string& dir);
+  // `config` is the parsed tokenizer_config.json (for the special tokens).
+  ChatTemplate(const std::string& source, const nlohmann::json& config);
+
+  // `messages`: [{"role": ..., "content": ...}, ...]. `extra`: more variables (e.g. tools,
+  // enable_thinking), overriding the defaults.
+  std::string render(const nlohmann::json& messages, bool add_generation_prompt,
+                     const nlohmann::json& extra = nlohmann::json::object()) const;
+
+ private:
+  jinja::Template template_;
+  jinja::Dict special_tokens_;
+};
+
+}  // namespace strata::tok
