@@ -120,13 +120,18 @@ TEST_P(PipelineParallel, StagesGiveTheIdsAndLogitsOfOneProcess) {
 }
 
 // Every fixture the engine runs end to end; PP = its layer count is among the sizes (4 dense
-// layers, 3 DeepSeek layers: the first with a dense MLP, the others MoE).
+// layers, 3 DeepSeek layers: the first with a dense MLP, the others MoE). Hybrids: NemotronH's
+// 8 layers (Mamba2 M, MLP -, attention *: M - M * - M * -) at PP = 4 give stages [M -] and
+// [- M] that hold only Mamba2 layers and a stage [* -] that holds only attention; at PP = 3
+// the second stage starts on a Mamba2 layer that is not layer 0 (DESIGN.md §1.1).
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParallel,
                          testing::Values(Case{"llama", {2, 3, 4}}, Case{"llama3_rope", {2, 3, 4}},
                                          Case{"llama_bf16", {2, 3, 4}}, Case{"qwen2", {2, 3, 4}},
                                          Case{"qwen3", {2, 3, 4}}, Case{"mistral_swa", {2, 3, 4}},
                                          Case{"deepseek_v2_lite", {2, 3}},
-                                         Case{"deepseek_v3", {2, 3}}),
+                                         Case{"deepseek_v3", {2, 3}}, Case{"nemotron_h", {2, 3, 4}},
+                                         Case{"nemotron_h_moe", {2, 4}}, Case{"bamba", {2, 4}},
+                                         Case{"falcon_h1", {2, 4}}),
                          [](const testing::TestParamInfo<Case>& info) {
                            return info.param.fixture;
                          });
