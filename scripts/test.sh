@@ -11,9 +11,14 @@ ctest --test-dir build -j"$JOBS" --output-on-failure
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON -DCMAKE_CXX_FLAGS=-O1
 cmake --build build-asan
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp \
-  ctest --test-dir build-asan -j"$JOBS" --output-on-failure
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp \
+  ctest --test-dir build-asan -j"$JOBS" --output-on-failure -E Pipeline
+# Pipeline tests run stage processes under mpirun: OpenMPI's dlopen'd components leave
+# allocations that LeakSanitizer sees from unloaded ("unknown") modules and no suppression can
+# name, so these run with every ASan/UBSan check but the leak check.
+ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+  ctest --test-dir build-asan -j"$JOBS" --output-on-failure -R Pipeline
 
 # The CUDA build, wherever nvcc is installed: it must compile everywhere; its GPU tests skip
 # with a visible message on machines without a GPU (CI), and run on one that has it.

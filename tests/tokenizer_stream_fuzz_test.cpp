@@ -66,7 +66,8 @@ class TokenizerStreamFuzz : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerStreamFuzz, StreamOfReferenceTextEqualsDecode) {
   const tok::Tokenizer& t = fixture_tokenizer(GetParam());
-  for (const json& c : fixture_json(GetParam(), "reference.json").at("cases")) {
+  const json reference = fixture_json(GetParam(), "reference.json");  // outlives the loop
+  for (const json& c : reference.at("cases")) {
     const auto ids = c.at("ids_with_special").get<std::vector<int>>();
     for (bool skip : {false, true})
       EXPECT_EQ(stream_all(t, ids, skip), t.decode(ids, skip)) << c.at("text").dump();
