@@ -66,19 +66,33 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
     case DType::F32:
       std::memcpy(dst, src, n * 4);
       return;
+    // Checkpoint data need not be aligned (safetensors headers have any length): load each
+    // element through memcpy, never through a misaligned pointer.
     case DType::BF16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      const auto* s = static_cast<const unsigned char*>(src);
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, s + 2 * i, 2);
+        dst[i] = bf16_to_f32(h);
+      }
       return;
     }
     case DType::F16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      const auto* s = static_cast<const unsigned char*>(src);
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, s + 2 * i, 2);
+        dst[i] = f16_to_f32(h);
+      }
       return;
     }
     case DType::F64: {
-      const auto* s = static_cast<const double*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+      const auto* s = static_cast<const unsigned char*>(src);
+      for (size_t i = 0; i < n; ++i) {
+        double d;
+        std::memcpy(&d, s + 8 * i, 8);
+        dst[i] = static_cast<float>(d);
+      }
       return;
     }
     default:
