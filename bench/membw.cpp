@@ -23,6 +23,7 @@ int main() {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, 2.0 * n / s);  // read + write
   }
-  std::printf("{\"copy_bandwidth_gb_s\": %.2f, \"threads\": %d}\n", best / 1e9, omp_get_max_threads());
+  std::printf("{\"copy_bandwidth_gb_s\": %.2f, \"threads\": %d}\n", best / 1e9,
+              omp_get_max_threads());
   return b[12345] == 1.0f ? 0 : 1;
 }

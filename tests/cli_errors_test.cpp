@@ -18,8 +18,9 @@ namespace {
 class BrokenModel : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("strata_broken_" + std::to_string(::getpid()) + "_" +
-                                        testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ =
+        fs::temp_directory_path() / ("strata_broken_" + std::to_string(::getpid()) + "_" +
+                                     testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     fs::copy_file(fixture_dir("llama") + "/config.json", dir_ / "config.json");
@@ -54,7 +55,8 @@ class BrokenModel : public testing::Test {
   // Runs generate on the broken model; expects failure with `needle` in the message.
   void expect_error(const std::string& extra_args, const std::string& needle) {
     std::string out, err;
-    const int code = run_strata("generate --model " + dir_.string() + " --max-new-tokens 2 " + extra_args, &out, &err);
+    const int code = run_strata(
+        "generate --model " + dir_.string() + " --max-new-tokens 2 " + extra_args, &out, &err);
     EXPECT_NE(code, 0) << out;
     EXPECT_LT(code, 128) << "crashed: " << err;
     EXPECT_NE(err.find("error: "), std::string::npos) << err;
@@ -68,7 +70,11 @@ class BrokenModel : public testing::Test {
 
 TEST_F(BrokenModel, WorkingCopyGenerates) {
   std::string out, err;
-  EXPECT_EQ(run_strata("generate --model " + dir_.string() + " --input-ids 1,2,3 --max-new-tokens 2 --json", &out, &err), 0) << err;
+  EXPECT_EQ(run_strata("generate --model " + dir_.string() +
+                           " --input-ids 1,2,3 --max-new-tokens 2 --json",
+                       &out, &err),
+            0)
+      << err;
   EXPECT_NE(out.find("output_ids"), std::string::npos);
 }
 
@@ -78,7 +84,9 @@ TEST_F(BrokenModel, TruncatedSafetensors) {
 }
 
 TEST_F(BrokenModel, MissingTensor) {
-  rewrite_weights([](const std::string& name, json&, std::string&) { return name != "model.layers.2.mlp.up_proj.weight"; });
+  rewrite_weights([](const std::string& name, json&, std::string&) {
+    return name != "model.layers.2.mlp.up_proj.weight";
+  });
   expect_error("--input-ids 1,2,3", "missing tensor 'model.layers.2.mlp.up_proj.weight'");
 }
 
@@ -143,10 +151,15 @@ TEST(CliErrors, DirectoryWithoutWeightsSuggestsDummy) {
   std::string out, err;
   const auto dir = fs::temp_directory_path() / ("strata_noweights_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  fs::copy_file(fixture_dir("llama") + "/config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(fixture_dir("llama") + "/config.json", dir / "config.json",
+                fs::copy_options::overwrite_existing);
   EXPECT_EQ(run_strata("generate --model " + dir.string() + " --input-ids 1", &out, &err), 1);
   EXPECT_NE(err.find("--load-format dummy"), std::string::npos) << err;
-  EXPECT_EQ(run_strata("generate --model " + dir.string() + " --input-ids 1 --load-format dummy --max-new-tokens 3 --json", &out, &err), 0) << err;
+  EXPECT_EQ(run_strata("generate --model " + dir.string() +
+                           " --input-ids 1 --load-format dummy --max-new-tokens 3 --json",
+                       &out, &err),
+            0)
+      << err;
   fs::remove_all(dir);
 }
 
@@ -171,10 +184,11 @@ TEST(CliGenerate, InputIdsFileRunsAsOneBatchAndMatchesSingles) {
     }
   }
   std::string out, err;
-  ASSERT_EQ(run_strata("generate --model " + fixture_dir("llama") + " --input-ids-file " + path.string() +
-                           " --max-new-tokens 10 --temperature 0 --json --page-size 16",
-                       &out, &err),
-            0)
+  ASSERT_EQ(
+      run_strata("generate --model " + fixture_dir("llama") + " --input-ids-file " + path.string() +
+                     " --max-new-tokens 10 --temperature 0 --json --page-size 16",
+                 &out, &err),
+      0)
       << err;
   std::istringstream lines(out);
   std::string line;

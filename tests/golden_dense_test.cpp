@@ -13,7 +13,9 @@ namespace {
 struct Case {
   std::string fixture;
   int page_size;
-  friend void PrintTo(const Case& c, std::ostream* os) { *os << c.fixture << "/page" << c.page_size; }
+  friend void PrintTo(const Case& c, std::ostream* os) {
+    *os << c.fixture << "/page" << c.page_size;
+  }
 };
 
 std::string case_name(const testing::TestParamInfo<Case>& info) {
@@ -53,7 +55,8 @@ TEST_P(DenseGolden, GreedyBatchedAndSingleMatchReference) {
     EXPECT_EQ(single[0].output_ids, ref_.greedy_ids[i]) << "single, prompt " << i;
     const int vocab = config_.vocab_size;
     for (int s = 0; s < 10; ++s) {
-      EXPECT_LE(max_abs_diff(batched[i].logits[s].data(), ref_.greedy_logits[i].row(s), vocab), 1e-3)
+      EXPECT_LE(max_abs_diff(batched[i].logits[s].data(), ref_.greedy_logits[i].row(s), vocab),
+                1e-3)
           << "prompt " << i << " step " << s;
       EXPECT_LE(max_abs_diff(batched[i].logits[s].data(), single[0].logits[s].data(), vocab), 1e-4);
     }
@@ -73,10 +76,11 @@ TEST_P(DenseGolden, ChunkedPrefillEqualsWholePrefill) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DenseGolden,
-                         testing::Values(Case{"llama", 1}, Case{"llama", 16}, Case{"llama3_rope", 1},
-                                         Case{"llama3_rope", 16}, Case{"llama_bf16", 1},
-                                         Case{"llama_bf16", 16}, Case{"qwen2", 1}, Case{"qwen2", 16},
-                                         Case{"qwen3", 1}, Case{"qwen3", 16}, Case{"mistral_swa", 1},
+                         testing::Values(Case{"llama", 1}, Case{"llama", 16},
+                                         Case{"llama3_rope", 1}, Case{"llama3_rope", 16},
+                                         Case{"llama_bf16", 1}, Case{"llama_bf16", 16},
+                                         Case{"qwen2", 1}, Case{"qwen2", 16}, Case{"qwen3", 1},
+                                         Case{"qwen3", 16}, Case{"mistral_swa", 1},
                                          Case{"mistral_swa", 16}),
                          case_name);
 

@@ -15,7 +15,9 @@
 
 namespace strata::test {
 
-std::string fixture_dir(const std::string& name) { return std::string(STRATA_TEST_DATA) + "/models/" + name; }
+std::string fixture_dir(const std::string& name) {
+  return std::string(STRATA_TEST_DATA) + "/models/" + name;
+}
 
 Reference load_reference(const std::string& fixture) {
   const std::string dir = fixture_dir(fixture);
@@ -90,8 +92,9 @@ Tensor prefill_all_logits(ModelRunner& runner, const std::vector<int>& ids, int 
   return all;
 }
 
-std::vector<GenerateOutput> greedy(ModelRunner& runner, const std::vector<std::vector<int>>& prompts,
-                                   int max_new_tokens, bool return_logits, int chunk) {
+std::vector<GenerateOutput> greedy(ModelRunner& runner,
+                                   const std::vector<std::vector<int>>& prompts, int max_new_tokens,
+                                   bool return_logits, int chunk) {
   std::vector<GenerateRequest> reqs;
   for (const auto& p : prompts) {
     GenerateRequest r;
@@ -119,10 +122,10 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 int run_strata(const std::string& args, std::string* out, std::string* err) {
   namespace fs = std::filesystem;
-  const fs::path tmp = fs::temp_directory_path() / ("strata_test_" + std::to_string(::getpid()) + "_" +
-                                                    std::to_string(std::rand()));
-  const std::string cmd = std::string(STRATA_BINARY) + " " + args + " >" + tmp.string() + ".out 2>" +
-                          tmp.string() + ".err";
+  const fs::path tmp = fs::temp_directory_path() / ("strata_test_" + std::to_string(::getpid()) +
+                                                    "_" + std::to_string(std::rand()));
+  const std::string cmd = std::string(STRATA_BINARY) + " " + args + " >" + tmp.string() +
+                          ".out 2>" + tmp.string() + ".err";
   const int status = std::system(cmd.c_str());
   auto slurp = [](const std::string& p) {
     std::ifstream f(p);

@@ -29,8 +29,9 @@ RunnerOptions default_options(int page_size = 1, int max_requests = 8);
 Tensor prefill_all_logits(ModelRunner& runner, const std::vector<int>& ids, int chunk = 0);
 
 // Greedy generation for several prompts as one batch.
-std::vector<GenerateOutput> greedy(ModelRunner& runner, const std::vector<std::vector<int>>& prompts,
-                                   int max_new_tokens, bool return_logits = true, int chunk = 0);
+std::vector<GenerateOutput> greedy(ModelRunner& runner,
+                                   const std::vector<std::vector<int>>& prompts, int max_new_tokens,
+                                   bool return_logits = true, int chunk = 0);
 
 double max_abs_diff(const float* a, const float* b, int64_t n);
 double max_abs_diff(const Tensor& a, const Tensor& b);

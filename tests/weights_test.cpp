@@ -27,12 +27,14 @@ uint16_t to_f16(float f) {
   std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
   int exp = e - 1 + 15;
   if (exp <= 0) return sign | static_cast<uint16_t>(std::nearbyint(a / std::ldexp(1.0f, -24)));
-  uint32_t mant = static_cast<uint32_t>(std::nearbyint((a / std::ldexp(1.0f, e - 1) - 1.0f) * 1024));
+  uint32_t mant =
+      static_cast<uint32_t>(std::nearbyint((a / std::ldexp(1.0f, e - 1) - 1.0f) * 1024));
   if (mant == 1024) mant = 0, ++exp;
   return sign | static_cast<uint16_t>(exp << 10) | static_cast<uint16_t>(mant);
 }
 
-void write_safetensors(const fs::path& path, const std::vector<std::pair<std::string, const TensorInfo*>>& tensors,
+void write_safetensors(const fs::path& path,
+                       const std::vector<std::pair<std::string, const TensorInfo*>>& tensors,
                        bool as_f16) {
   json header = json::object();
   std::string data;
@@ -50,7 +52,9 @@ void write_safetensors(const fs::path& path, const std::vector<std::pair<std::st
       bytes = half;
       dtype = "F16";
     }
-    header[name] = {{"dtype", dtype}, {"shape", info->shape}, {"data_offsets", {data.size(), data.size() + bytes.size()}}};
+    header[name] = {{"dtype", dtype},
+                    {"shape", info->shape},
+                    {"data_offsets", {data.size(), data.size() + bytes.size()}}};
     data += bytes;
   }
   const std::string h = header.dump();
@@ -62,7 +66,8 @@ void write_safetensors(const fs::path& path, const std::vector<std::pair<std::st
 
 // Splits the llama fixture into two shards (the second optionally in f16) plus an index.
 fs::path make_sharded_copy(const std::string& tag, bool second_f16) {
-  const fs::path dir = fs::temp_directory_path() / ("strata_sharded_" + tag + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("strata_sharded_" + tag + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   fs::copy_file(fixture_dir("llama") + "/config.json", dir / "config.json");
@@ -70,14 +75,17 @@ fs::path make_sharded_copy(const std::string& tag, bool second_f16) {
   std::vector<std::pair<std::string, const TensorInfo*>> a, b;
   json weight_map = json::object();
   for (const auto& [name, info] : src.tensors()) {
-    const bool first = name.find("layers.0.") != std::string::npos || name.find("layers.1.") != std::string::npos ||
+    const bool first = name.find("layers.0.") != std::string::npos ||
+                       name.find("layers.1.") != std::string::npos ||
                        name.find("embed") != std::string::npos;
     (first ? a : b).push_back({name, &info});
-    weight_map[name] = first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+    weight_map[name] =
+        first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
   }
   write_safetensors(dir / "model-00001-of-00002.safetensors", a, false);
   write_safetensors(dir / "model-00002-of-00002.safetensors", b, second_f16);
-  std::ofstream(dir / "model.safetensors.index.json") << json{{"metadata", json::object()}, {"weight_map", weight_map}}.dump();
+  std::ofstream(dir / "model.safetensors.index.json")
+      << json{{"metadata", json::object()}, {"weight_map", weight_map}}.dump();
   return dir;
 }
 
@@ -112,7 +120,8 @@ TEST(Weights, IndexNamingAMissingShardIsAClearError) {
     ModelRunner runner(ModelConfig::load(dir.string()), default_options());
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("model-00002-of-00002.safetensors"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model-00002-of-00002.safetensors"), std::string::npos)
+        << e.what();
   }
   fs::remove_all(dir);
 }

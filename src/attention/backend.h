@@ -18,9 +18,9 @@ struct AttentionCall {
   int layer_id = -1;
   int num_q_heads = 0;
   float scale = 1.0f;
-  int sliding_window = 0;       // attend to the last `sliding_window` positions; 0 = all
-  float logit_softcap = 0.0f;   // tanh soft-capping of scores; 0 = off
-  const float* sinks = nullptr; // [num_q_heads] per-head sink logits (gpt-oss); null = none
+  int sliding_window = 0;        // attend to the last `sliding_window` positions; 0 = all
+  float logit_softcap = 0.0f;    // tanh soft-capping of scores; 0 = off
+  const float* sinks = nullptr;  // [num_q_heads] per-head sink logits (gpt-oss); null = none
 };
 
 class AttentionBackend {

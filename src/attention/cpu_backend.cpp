@@ -36,8 +36,10 @@ void CpuAttentionBackend::forward(const AttentionCall& call, const float* q, con
   STRATA_CHECK(call.num_q_heads % layout.num_kv_heads == 0, "{} q heads over {} kv heads",
                call.num_q_heads, layout.num_kv_heads);
   pool_->store(call.layer_id, batch_->out_cache_loc.data(), batch_->num_tokens(), k, v);
-  if (batch_->mode == ForwardMode::Decode) decode(call, q, out);
-  else extend(call, q, out);
+  if (batch_->mode == ForwardMode::Decode)
+    decode(call, q, out);
+  else
+    extend(call, q, out);
 }
 
 static cpu::PagedKV paged_view(KVPool* pool, int layer_id) {
@@ -53,7 +55,9 @@ static cpu::PagedKV paged_view(KVPool* pool, int layer_id) {
 }
 
 // First cached position token at `pos` may see.
-static int window_start(int pos, int window) { return window > 0 ? std::max(0, pos - window + 1) : 0; }
+static int window_start(int pos, int window) {
+  return window > 0 ? std::max(0, pos - window + 1) : 0;
+}
 
 void CpuAttentionBackend::extend(const AttentionCall& call, const float* q, float* out) {
   const KVLayerLayout& layout = pool_->layout(call.layer_id);

@@ -15,7 +15,8 @@ std::string KVLayerLayout::describe() const {
 }
 
 KVPool::KVPool(std::map<int, KVLayerLayout> layers, int64_t num_slots) : num_slots_(num_slots) {
-  STRATA_CHECK(num_slots >= 2, "a KV pool needs the dummy slot plus at least one, got {}", num_slots);
+  STRATA_CHECK(num_slots >= 2, "a KV pool needs the dummy slot plus at least one, got {}",
+               num_slots);
   for (auto& [id, layout] : layers) {
     STRATA_CHECK(layout.num_kv_heads > 0 && layout.k_head_dim > 0 && layout.v_head_dim > 0,
                  "layer {} layout {}", id, layout.describe());
@@ -50,9 +51,13 @@ KVPool::LayerBuffers& KVPool::at(int layer_id) {
   return const_cast<LayerBuffers&>(static_cast<const KVPool*>(this)->at(layer_id));
 }
 
-const KVLayerLayout& KVPool::layout(int layer_id) const { return at(layer_id).layout; }
+const KVLayerLayout& KVPool::layout(int layer_id) const {
+  return at(layer_id).layout;
+}
 
-float* KVPool::k_buffer(int layer_id) { return at(layer_id).k.data(); }
+float* KVPool::k_buffer(int layer_id) {
+  return at(layer_id).k.data();
+}
 
 float* KVPool::v_buffer(int layer_id) {
   auto& b = at(layer_id);
@@ -63,10 +68,13 @@ void KVPool::store(int layer_id, const int32_t* slots, int n, const float* k, co
   auto& b = at(layer_id);
   const int kw = b.layout.k_width(), vw = b.layout.v_width();
   for (int i = 0; i < n; ++i) {
-    STRATA_CHECK(slots[i] > 0 && slots[i] < num_slots_, "slot {} outside the pool of {}", slots[i], num_slots_);
-    std::memcpy(b.k.data() + static_cast<size_t>(slots[i]) * kw, k + static_cast<size_t>(i) * kw, kw * sizeof(float));
+    STRATA_CHECK(slots[i] > 0 && slots[i] < num_slots_, "slot {} outside the pool of {}", slots[i],
+                 num_slots_);
+    std::memcpy(b.k.data() + static_cast<size_t>(slots[i]) * kw, k + static_cast<size_t>(i) * kw,
+                kw * sizeof(float));
     if (!b.layout.v_in_k)
-      std::memcpy(b.v.data() + static_cast<size_t>(slots[i]) * vw, v + static_cast<size_t>(i) * vw, vw * sizeof(float));
+      std::memcpy(b.v.data() + static_cast<size_t>(slots[i]) * vw, v + static_cast<size_t>(i) * vw,
+                  vw * sizeof(float));
   }
 }
 

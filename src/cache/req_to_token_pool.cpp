@@ -24,7 +24,8 @@ int ReqToTokenPool::alloc() {
 }
 
 void ReqToTokenPool::free(int req) {
-  STRATA_CHECK(req >= 0 && req < max_requests_ && in_use_[req], "freeing request row {} twice", req);
+  STRATA_CHECK(req >= 0 && req < max_requests_ && in_use_[req], "freeing request row {} twice",
+               req);
   in_use_[req] = false;
   free_.push_back(req);
 }
@@ -81,8 +82,10 @@ bool TokenMemory::extend(int req, int old_len, int new_len, int32_t* out) {
   const int p = allocator_.page_size();
   int32_t* row = req_to_token_.row(req);
   for (int pos = old_len; pos < new_len; ++pos) {
-    if (pos % p == 0) row[pos] = static_cast<int32_t>(allocator_.alloc_page() * p);
-    else row[pos] = row[pos - 1] + 1;
+    if (pos % p == 0)
+      row[pos] = static_cast<int32_t>(allocator_.alloc_page() * p);
+    else
+      row[pos] = row[pos - 1] + 1;
     out[pos - old_len] = row[pos];
   }
   return true;

@@ -28,7 +28,8 @@ TEST(StatePool, AnswersOnlyForTheLayersItHolds) {
       pool.conv_state(id, slot);
       FAIL() << "layer " << id << " should be rejected";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("layer " + std::to_string(id)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("layer " + std::to_string(id)), std::string::npos)
+          << e.what();
       EXPECT_NE(std::string(e.what()).find("[1, 4]"), std::string::npos) << e.what();
     }
   }
@@ -46,7 +47,8 @@ TEST(StatePool, RefusesBeyondItsSizeAndKeepsRunningRequests) {
     pool.alloc();
     FAIL() << "a third request must be refused";
   } catch (const RequestError& e) {
-    EXPECT_NE(std::string(e.what()).find("--max-mamba-cache-size 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--max-mamba-cache-size 2"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(pool.available(), 0);
   EXPECT_EQ(pool.conv_state(0, a)[0], 1.5f);

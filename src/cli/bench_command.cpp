@@ -33,12 +33,14 @@ int run(const BenchFlags& f) {
   if (f.batch_size < 1 || f.input_len < 1 || f.output_len < 1)
     fail("--batch-size, --input-len and --output-len must be at least 1");
   if (f.model.pipeline_setup().pp_size > 1)
-    fail("bench-one-batch runs in one process; for pipeline-parallel throughput run strata generate "
-         "--pp-size N --timing with enough prompts to fill the pipeline (docs/benchmarks.md)");
+    fail(
+        "bench-one-batch runs in one process; for pipeline-parallel throughput run strata generate "
+        "--pp-size N --timing with enough prompts to fill the pipeline (docs/benchmarks.md)");
   const ModelConfig config = ModelConfig::load(f.model.model);
   RunnerOptions options = f.model.runner_options();
   options.max_running_requests = f.batch_size;
-  const int64_t per_request = (f.input_len + f.output_len + options.page_size - 1) / options.page_size * options.page_size;
+  const int64_t per_request =
+      (f.input_len + f.output_len + options.page_size - 1) / options.page_size * options.page_size;
   options.max_total_tokens = per_request * f.batch_size;
   options.max_context_len = std::max(options.max_context_len, f.input_len + f.output_len);
   ModelRunner runner(config, options);
@@ -123,9 +125,10 @@ int run(const BenchFlags& f) {
   if (f.json) {
     std::cout << j.dump() << "\n";
   } else {
-    std::cout << "prefill: " << prefill_s * 1e3 << " ms, " << j["prefill_throughput_tok_s"].get<double>()
-              << " tok/s\ndecode: median " << median * 1e3 << " ms/step, "
-              << j["decode_throughput_tok_s"].get<double>() << " tok/s\n";
+    std::cout << "prefill: " << prefill_s * 1e3 << " ms, "
+              << j["prefill_throughput_tok_s"].get<double>() << " tok/s\ndecode: median "
+              << median * 1e3 << " ms/step, " << j["decode_throughput_tok_s"].get<double>()
+              << " tok/s\n";
   }
   return 0;
 }
@@ -134,14 +137,16 @@ int run(const BenchFlags& f) {
 
 void add_bench_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<BenchFlags>();
-  CLI::App* cmd = app.add_subcommand("bench-one-batch", "time prefill and decode of one static batch");
+  CLI::App* cmd =
+      app.add_subcommand("bench-one-batch", "time prefill and decode of one static batch");
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   flags->model.add_to(*cmd);
   cmd->add_option("--batch-size", flags->batch_size, "requests in the batch");
   cmd->add_option("--input-len", flags->input_len, "prompt tokens per request");
   cmd->add_option("--output-len", flags->output_len, "tokens generated per request");
   cmd->add_flag("--json", flags->json, "print one JSON object");
-  cmd->add_flag("!--no-warmup", flags->warmup, "time the first round too (no untimed warm-up round)");
+  cmd->add_flag("!--no-warmup", flags->warmup,
+                "time the first round too (no untimed warm-up round)");
   cmd->callback([flags, &exit_code]() { exit_code = run_command([&] { return run(*flags); }); });
 }
 

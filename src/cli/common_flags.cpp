@@ -8,25 +8,35 @@
 namespace strata::cli {
 
 void ModelFlags::add_to(CLI::App& app) {
-  app.add_option("--model,--model-path", model, "Hugging Face model directory (config.json, safetensors)")->required();
-  app.add_option("--load-format", load_format, "auto | safetensors | dummy (random weights from config.json)");
+  app.add_option("--model,--model-path", model,
+                 "Hugging Face model directory (config.json, safetensors)")
+      ->required();
+  app.add_option("--load-format", load_format,
+                 "auto | safetensors | dummy (random weights from config.json)");
   app.add_option("--device", device, "cpu | cuda");
   app.add_option("--attention-backend", attention_backend, "auto | cpu | cuda");
-  app.add_option("--mem-fraction-static", mem_fraction_static,
-                 "GPU: share of device memory for weights and KV cache (the KV pool gets what weights leave)");
-  app.add_flag("--disable-cuda-graph", disable_cuda_graph, "GPU: launch decode steps kernel by kernel");
+  app.add_option(
+      "--mem-fraction-static", mem_fraction_static,
+      "GPU: share of device memory for weights and KV cache (the KV pool gets what weights leave)");
+  app.add_flag("--disable-cuda-graph", disable_cuda_graph,
+               "GPU: launch decode steps kernel by kernel");
   app.add_option("--page-size", page_size, "KV cache page size in tokens");
-  app.add_option("--pp-size", pp_size, "pipeline-parallel stages, one process each (started through mpirun)");
-  app.add_option("--pp-layer-partition", pp_layer_partition,
-                 "decoder layers per stage, like 2,3,3 (default: even split, remainder on the last stages)");
-  app.add_option("--pp-timeout", pp_timeout, "seconds a stage waits for another before the job fails");
+  app.add_option("--pp-size", pp_size,
+                 "pipeline-parallel stages, one process each (started through mpirun)");
+  app.add_option(
+      "--pp-layer-partition", pp_layer_partition,
+      "decoder layers per stage, like 2,3,3 (default: even split, remainder on the last stages)");
+  app.add_option("--pp-timeout", pp_timeout,
+                 "seconds a stage waits for another before the job fails");
   app.add_option("--threads", threads, "CPU threads (0: all cores)");
   app.add_option("--context-length", context_length, "maximum tokens per request (0: from config)");
   app.add_option("--max-total-tokens", max_total_tokens, "KV cache size in tokens (0: derived)");
   app.add_option("--seed", seed, "random seed (sampling, dummy weights)");
-  app.add_option("--max-mamba-cache-size", max_mamba_cache_size,
-                 "requests that can hold recurrent (Mamba) state at once (0: --max-running-requests)");
-  app.add_option("--mamba-ssm-dtype", mamba_ssm_dtype, "storage dtype of the SSM state: float32 | bfloat16");
+  app.add_option(
+      "--max-mamba-cache-size", max_mamba_cache_size,
+      "requests that can hold recurrent (Mamba) state at once (0: --max-running-requests)");
+  app.add_option("--mamba-ssm-dtype", mamba_ssm_dtype,
+                 "storage dtype of the SSM state: float32 | bfloat16");
   app.add_option("--mamba-radix-cache-strategy", mamba_radix_cache_strategy,
                  "auto | no_buffer | extra_buffer (checked against the device)");
 }
@@ -53,9 +63,11 @@ RunnerOptions ModelFlags::runner_options() const {
 PipelineSetup ModelFlags::pipeline_setup() const {
   if (pp_size < 0) fail("--pp-size must be at least 1, got {}", pp_size);
   PipelineSetup setup;
-  if (!pp_layer_partition.empty()) setup.layers_per_stage = parse_layer_partition(pp_layer_partition);
+  if (!pp_layer_partition.empty())
+    setup.layers_per_stage = parse_layer_partition(pp_layer_partition);
   // Without --pp-size, a partition says how many stages there are.
-  setup.pp_size = pp_size > 0 ? pp_size : std::max<int>(1, static_cast<int>(setup.layers_per_stage.size()));
+  setup.pp_size =
+      pp_size > 0 ? pp_size : std::max<int>(1, static_cast<int>(setup.layers_per_stage.size()));
   setup.timeout_s = pp_timeout;
   return setup;
 }
@@ -67,7 +79,8 @@ int run_command(const std::function<int()>& body) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: out of memory; use a smaller model, batch or --max-total-tokens\n");
+    std::fprintf(stderr,
+                 "error: out of memory; use a smaller model, batch or --max-total-tokens\n");
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

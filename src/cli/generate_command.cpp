@@ -25,9 +25,9 @@ struct GenerateFlags {
   ModelFlags model;
   std::string input_ids;
   std::string input_ids_file;
-  std::string prompt;        // text, encoded with the tokenizer's special tokens (e.g. BOS)
-  std::string chat;          // a user message, rendered through the chat template
-  std::string tokenizer;     // directory with tokenizer.json; default: the model directory
+  std::string prompt;     // text, encoded with the tokenizer's special tokens (e.g. BOS)
+  std::string chat;       // a user message, rendered through the chat template
+  std::string tokenizer;  // directory with tokenizer.json; default: the model directory
   int max_new_tokens = 16;
   float temperature = 0.0f;
   int top_k = 0;
@@ -58,8 +58,10 @@ std::vector<int> parse_ids(const std::string& text, const std::string& where) {
     cur.clear();
   };
   for (char c : text) {
-    if (c == ',' || c == ' ' || c == '\t' || c == '\r') flush();
-    else cur += c;
+    if (c == ',' || c == ' ' || c == '\t' || c == '\r')
+      flush();
+    else
+      cur += c;
   }
   flush();
   return ids;
@@ -74,14 +76,17 @@ void print_outputs(const GenerateFlags& f, const std::vector<std::vector<int>>& 
       j["input_ids"] = prompts[i];
       j["output_ids"] = outputs[i].output_ids;
       j["finish_reason"] = outputs[i].finish_reason;
-      if (tokenizer) j["text"] = tokenizer->decode(outputs[i].output_ids, /*skip_special_tokens=*/true);
+      if (tokenizer)
+        j["text"] = tokenizer->decode(outputs[i].output_ids, /*skip_special_tokens=*/true);
       if (f.return_logits) j["logits"] = outputs[i].logits;
       std::cout << j.dump() << "\n";
     } else {
       std::cout << "prompt " << i << ": ";
-      for (size_t k = 0; k < outputs[i].output_ids.size(); ++k) std::cout << (k ? "," : "") << outputs[i].output_ids[k];
+      for (size_t k = 0; k < outputs[i].output_ids.size(); ++k)
+        std::cout << (k ? "," : "") << outputs[i].output_ids[k];
       std::cout << "  (" << outputs[i].finish_reason << ")\n";
-      if (tokenizer) std::cout << tokenizer->decode(outputs[i].output_ids, /*skip_special_tokens=*/true) << "\n";
+      if (tokenizer)
+        std::cout << tokenizer->decode(outputs[i].output_ids, /*skip_special_tokens=*/true) << "\n";
     }
   }
   std::cout.flush();
@@ -89,20 +94,24 @@ void print_outputs(const GenerateFlags& f, const std::vector<std::vector<int>>& 
 
 int run(const GenerateFlags& f) {
   std::vector<std::vector<int>> prompts;
-  const int sources = !f.input_ids.empty() + !f.input_ids_file.empty() + !f.prompt.empty() + !f.chat.empty();
+  const int sources =
+      !f.input_ids.empty() + !f.input_ids_file.empty() + !f.prompt.empty() + !f.chat.empty();
   if (sources > 1) fail("give only one of --input-ids, --input-ids-file, --prompt and --chat");
   // The tokenizer is needed for text prompts; with ids it is used, when present, to print text.
   const std::string tokenizer_dir = f.tokenizer.empty() ? f.model.model : f.tokenizer;
   std::optional<tok::Tokenizer> tokenizer;
-  if (!f.prompt.empty() || !f.chat.empty() || std::filesystem::exists(std::filesystem::path(tokenizer_dir) / "tokenizer.json"))
+  if (!f.prompt.empty() || !f.chat.empty() ||
+      std::filesystem::exists(std::filesystem::path(tokenizer_dir) / "tokenizer.json"))
     tokenizer = tok::Tokenizer::load(tokenizer_dir);
   if (!f.prompt.empty()) {
     prompts.push_back(tokenizer->encode(f.prompt, /*add_special_tokens=*/true));
   } else if (!f.chat.empty()) {
     // As transformers' apply_chat_template: the template writes the special tokens itself.
     const auto chat = tok::ChatTemplate::load(tokenizer_dir);
-    const nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", f.chat}}});
-    prompts.push_back(tokenizer->encode(chat.render(messages, /*add_generation_prompt=*/true), false));
+    const nlohmann::json messages =
+        nlohmann::json::array({{{"role", "user"}, {"content", f.chat}}});
+    prompts.push_back(
+        tokenizer->encode(chat.render(messages, /*add_generation_prompt=*/true), false));
   } else if (!f.input_ids_file.empty()) {
     std::ifstream in(f.input_ids_file);
     if (!in) fail("cannot read --input-ids-file {}", f.input_ids_file);
@@ -117,7 +126,9 @@ int run(const GenerateFlags& f) {
   } else if (!f.input_ids.empty()) {
     prompts.push_back(parse_ids(f.input_ids, "--input-ids"));
   } else {
-    fail("nothing to generate from: give --prompt TEXT, --chat TEXT, --input-ids 1,2,3 or --input-ids-file FILE");
+    fail(
+        "nothing to generate from: give --prompt TEXT, --chat TEXT, --input-ids 1,2,3 or "
+        "--input-ids-file FILE");
   }
 
   const ModelConfig config = ModelConfig::load(f.model.model);
@@ -136,7 +147,8 @@ int run(const GenerateFlags& f) {
     requests.push_back(std::move(r));
   }
   options.max_running_requests = static_cast<int>(requests.size());
-  if (options.max_total_tokens == 0) options.max_total_tokens = kv_slots_needed(requests, options.page_size);
+  if (options.max_total_tokens == 0)
+    options.max_total_tokens = kv_slots_needed(requests, options.page_size);
   GenerateOptions gen;
   gen.chunked_prefill_size = f.chunked_prefill_size;
   gen.return_logits = f.return_logits;
@@ -172,7 +184,8 @@ int run(const GenerateFlags& f) {
     run_pipeline_stage(config, options, pipeline, requests, gen, report);
     return 0;
   }
-  if (!pipeline.layers_per_stage.empty()) partition_layers(config.num_layers, 1, pipeline.layers_per_stage);
+  if (!pipeline.layers_per_stage.empty())
+    partition_layers(config.num_layers, 1, pipeline.layers_per_stage);
   ModelRunner runner(config, options);
   GenerateStats stats;
   const auto outputs = generate(runner, requests, gen, &stats);
@@ -184,26 +197,36 @@ int run(const GenerateFlags& f) {
 
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<GenerateFlags>();
-  CLI::App* cmd = app.add_subcommand("generate", "generate from prompts given as token ids, as one batch");
+  CLI::App* cmd =
+      app.add_subcommand("generate", "generate from prompts given as token ids, as one batch");
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   flags->model.add_to(*cmd);
   cmd->add_option("--input-ids", flags->input_ids, "comma-separated prompt token ids");
-  cmd->add_option("--input-ids-file", flags->input_ids_file, "one comma-separated prompt per line; all run as one batch");
-  cmd->add_option("--prompt", flags->prompt, "prompt text, encoded with the model's tokenizer (adding BOS etc.)");
-  cmd->add_option("--chat", flags->chat, "a user message, rendered through the model's chat template");
-  cmd->add_option("--tokenizer", flags->tokenizer, "directory with tokenizer.json (default: --model)");
+  cmd->add_option("--input-ids-file", flags->input_ids_file,
+                  "one comma-separated prompt per line; all run as one batch");
+  cmd->add_option("--prompt", flags->prompt,
+                  "prompt text, encoded with the model's tokenizer (adding BOS etc.)");
+  cmd->add_option("--chat", flags->chat,
+                  "a user message, rendered through the model's chat template");
+  cmd->add_option("--tokenizer", flags->tokenizer,
+                  "directory with tokenizer.json (default: --model)");
   cmd->add_option("--max-new-tokens", flags->max_new_tokens, "tokens to generate per prompt");
   cmd->add_option("--temperature", flags->temperature, "0 = greedy");
   cmd->add_option("--top-k", flags->top_k, "0 = off");
   cmd->add_option("--top-p", flags->top_p, "1 = off");
   cmd->add_flag("--json", flags->json, "one JSON object per prompt");
-  cmd->add_flag("--return-logits", flags->return_logits, "with --json: the full logits behind each output token");
-  cmd->add_flag("--stop-at-eos", flags->stop_at_eos, "stop a prompt at the model's EOS token (default: generate --max-new-tokens)");
-  cmd->add_option("--chunked-prefill-size", flags->chunked_prefill_size, "feed prompts in pieces of this many tokens (0 = whole)");
-  cmd->add_option("--micro-batches", flags->micro_batches,
-                  "split the prompts into this many batches that take turns through the model (default: one "
-                  "per pipeline stage)");
-  cmd->add_flag("--timing", flags->timing, "print prefill/decode wall time and decode throughput to stderr (one JSON line)");
+  cmd->add_flag("--return-logits", flags->return_logits,
+                "with --json: the full logits behind each output token");
+  cmd->add_flag("--stop-at-eos", flags->stop_at_eos,
+                "stop a prompt at the model's EOS token (default: generate --max-new-tokens)");
+  cmd->add_option("--chunked-prefill-size", flags->chunked_prefill_size,
+                  "feed prompts in pieces of this many tokens (0 = whole)");
+  cmd->add_option(
+      "--micro-batches", flags->micro_batches,
+      "split the prompts into this many batches that take turns through the model (default: one "
+      "per pipeline stage)");
+  cmd->add_flag("--timing", flags->timing,
+                "print prefill/decode wall time and decode throughput to stderr (one JSON line)");
   cmd->callback([flags, &exit_code]() { exit_code = run_command([&] { return run(*flags); }); });
 }
 

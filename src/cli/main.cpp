@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\nRun 'strata --help' (or 'strata COMMAND --help') for the flags.\n",
+    std::fprintf(stderr,
+                 "error: %s\nRun 'strata --help' (or 'strata COMMAND --help') for the flags.\n",
                  e.what());
     return 2;
   }

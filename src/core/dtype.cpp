@@ -9,39 +9,57 @@ namespace strata {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::I64: return 8;
-    case DType::I32: return 4;
-    case DType::I8: return 1;
-    case DType::U8: return 1;
-    case DType::BOOL: return 1;
-    case DType::F64: return 8;
+    case DType::F32:
+      return 4;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::I64:
+      return 8;
+    case DType::I32:
+      return 4;
+    case DType::I8:
+      return 1;
+    case DType::U8:
+      return 1;
+    case DType::BOOL:
+      return 1;
+    case DType::F64:
+      return 8;
   }
   return 0;
 }
 
 std::string dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::I64: return "I64";
-    case DType::I32: return "I32";
-    case DType::I8: return "I8";
-    case DType::U8: return "U8";
-    case DType::BOOL: return "BOOL";
-    case DType::F64: return "F64";
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::I64:
+      return "I64";
+    case DType::I32:
+      return "I32";
+    case DType::I8:
+      return "I8";
+    case DType::U8:
+      return "U8";
+    case DType::BOOL:
+      return "BOOL";
+    case DType::F64:
+      return "F64";
   }
   return "?";
 }
 
 bool parse_safetensors_dtype(const std::string& s, DType* out) {
   static const std::map<std::string, DType> kNames = {
-      {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"I64", DType::I64},
-      {"I32", DType::I32}, {"I8", DType::I8},   {"U8", DType::U8},     {"BOOL", DType::BOOL},
-      {"F64", DType::F64}};
+      {"F32", DType::F32}, {"F16", DType::F16},   {"BF16", DType::BF16},
+      {"I64", DType::I64}, {"I32", DType::I32},   {"I8", DType::I8},
+      {"U8", DType::U8},   {"BOOL", DType::BOOL}, {"F64", DType::F64}};
   auto it = kNames.find(s);
   if (it == kNames.end()) return false;
   *out = it->second;

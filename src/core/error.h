@@ -26,11 +26,11 @@ template <typename... Args>
 }
 
 // An internal invariant; violating it is a bug in strata, not in the input.
-#define STRATA_CHECK(cond, ...)                                                              \
-  do {                                                                                       \
-    if (!(cond))                                                                             \
-      throw ::strata::Error(fmt::format("internal error at {}:{}: {} ({})", __FILE__,       \
-                                        __LINE__, #cond, fmt::format(__VA_ARGS__)));         \
+#define STRATA_CHECK(cond, ...)                                                                 \
+  do {                                                                                          \
+    if (!(cond))                                                                                \
+      throw ::strata::Error(fmt::format("internal error at {}:{}: {} ({})", __FILE__, __LINE__, \
+                                        #cond, fmt::format(__VA_ARGS__)));                      \
   } while (0)
 
 }  // namespace strata

@@ -27,9 +27,13 @@ Tensor Tensor::view(float* data, std::vector<int64_t> shape, std::shared_ptr<voi
   return t;
 }
 
-int64_t Tensor::numel() const { return product(shape_); }
+int64_t Tensor::numel() const {
+  return product(shape_);
+}
 
-std::string Tensor::shape_str() const { return shape_to_string(shape_); }
+std::string Tensor::shape_str() const {
+  return shape_to_string(shape_);
+}
 
 Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
   STRATA_CHECK(product(shape) == numel(), "reshape {} -> {}", shape_str(), shape_to_string(shape));

@@ -11,7 +11,8 @@ namespace strata {
 
 GQAAttention::GQAAttention(WeightSource& w, const std::string& prefix, const AttentionOptions& opt)
     : opt_(opt) {
-  const int64_t q_out = int64_t{opt.num_heads} * opt.head_dim, kv_out = int64_t{opt.num_kv_heads} * opt.head_dim;
+  const int64_t q_out = int64_t{opt.num_heads} * opt.head_dim,
+                kv_out = int64_t{opt.num_kv_heads} * opt.head_dim;
   qkv_ = Linear::load_stacked(w, {prefix + "." + opt.q, prefix + "." + opt.k, prefix + "." + opt.v},
                               opt.hidden_size, {q_out, kv_out, kv_out}, opt.qkv_bias);
   o_ = Linear::load(w, prefix + "." + opt.o, q_out, opt.hidden_size, opt.o_bias);
@@ -30,7 +31,8 @@ KVLayerLayout GQAAttention::kv_layout() const {
   return KVLayerLayout{opt_.num_kv_heads, opt_.head_dim, opt_.head_dim, false};
 }
 
-Tensor GQAAttention::forward(const Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) const {
+Tensor GQAAttention::forward(const Tensor& x, const ForwardBatch& batch,
+                             ForwardContext& ctx) const {
   const int64_t t = x.dim(0);
   const int hd = opt_.head_dim, hq = opt_.num_heads, hkv = opt_.num_kv_heads;
   const int64_t q_w = int64_t{hq} * hd, kv_w = int64_t{hkv} * hd, row = q_w + 2 * kv_w;
@@ -61,17 +63,22 @@ Tensor GQAAttention::forward(const Tensor& x, const ForwardBatch& batch, Forward
   call.num_q_heads = hq;
   call.scale = opt_.scale;
   call.sliding_window = opt_.sliding_window;
-  STRATA_CHECK(ctx.attention != nullptr, "layer {} has attention but no backend is set", opt_.layer_id);
+  STRATA_CHECK(ctx.attention != nullptr, "layer {} has attention but no backend is set",
+               opt_.layer_id);
   ctx.attention->forward(call, q.data(), k.data(), v.data(), attn.data());
   return o_.forward(attn);
 }
 
 GatedMLP::GatedMLP(WeightSource& w, const std::string& prefix, int hidden, int intermediate,
-                   const std::string& act, bool bias, std::string gate, std::string up, std::string down)
+                   const std::string& act, bool bias, std::string gate, std::string up,
+                   std::string down)
     : intermediate_(intermediate) {
-  if (act == "silu" || act == "swish") gelu_ = false;
-  else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh" || act == "gelu") gelu_ = true;
-  else fail("config.json: hidden_act '{}' is not supported (supported: silu, gelu_pytorch_tanh)", act);
+  if (act == "silu" || act == "swish")
+    gelu_ = false;
+  else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh" || act == "gelu")
+    gelu_ = true;
+  else
+    fail("config.json: hidden_act '{}' is not supported (supported: silu, gelu_pytorch_tanh)", act);
   gate_up_ = Linear::load_stacked(w, {prefix + "." + gate, prefix + "." + up}, hidden,
                                   {intermediate, intermediate}, bias);
   down_ = Linear::load(w, prefix + "." + down, intermediate, hidden, bias);
@@ -81,8 +88,10 @@ Tensor GatedMLP::forward(const Tensor& x) const {
   const int64_t t = x.dim(0);
   Tensor gate_up = gate_up_.forward(x);
   Tensor act({t, intermediate_});
-  if (gelu_) cpu::gelu_tanh_and_mul(gate_up.data(), t, intermediate_, act.data());
-  else cpu::silu_and_mul(gate_up.data(), t, intermediate_, act.data());
+  if (gelu_)
+    cpu::gelu_tanh_and_mul(gate_up.data(), t, intermediate_, act.data());
+  else
+    cpu::silu_and_mul(gate_up.data(), t, intermediate_, act.data());
   return down_.forward(act);
 }
 

@@ -17,13 +17,13 @@ struct AttentionOptions {
   int layer_id = 0;
   int hidden_size = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   bool qkv_bias = false, o_bias = false;
-  bool qk_norm = false;       // per-head RMSNorm of q and k before rope (Qwen3)
+  bool qk_norm = false;  // per-head RMSNorm of q and k before rope (Qwen3)
   float norm_eps = 1e-6f;
   int sliding_window = 0;
   bool use_rope = true;
   RopeConfig rope;
-  float scale = 0.0f;         // 0: 1/sqrt(head_dim)
-  float k_scale = 1.0f;       // multiplies k after its projection (Falcon-H1's key_multiplier)
+  float scale = 0.0f;    // 0: 1/sqrt(head_dim)
+  float k_scale = 1.0f;  // multiplies k after its projection (Falcon-H1's key_multiplier)
   std::string q = "q_proj", k = "k_proj", v = "v_proj", o = "o_proj";
   std::string q_norm = "q_norm", k_norm = "k_norm";
 };

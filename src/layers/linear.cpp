@@ -8,7 +8,8 @@
 
 namespace strata {
 
-Linear Linear::load(WeightSource& w, const std::string& prefix, int64_t in, int64_t out, bool bias) {
+Linear Linear::load(WeightSource& w, const std::string& prefix, int64_t in, int64_t out,
+                    bool bias) {
   Linear l;
   l.in_ = in;
   l.out_ = out;
@@ -19,7 +20,8 @@ Linear Linear::load(WeightSource& w, const std::string& prefix, int64_t in, int6
 
 Linear Linear::load_stacked(WeightSource& w, const std::vector<std::string>& prefixes, int64_t in,
                             const std::vector<int64_t>& outs, bool bias) {
-  STRATA_CHECK(prefixes.size() == outs.size(), "{} prefixes, {} sizes", prefixes.size(), outs.size());
+  STRATA_CHECK(prefixes.size() == outs.size(), "{} prefixes, {} sizes", prefixes.size(),
+               outs.size());
   int64_t total = 0;
   for (auto o : outs) total += o;
   Linear l;

@@ -15,7 +15,8 @@ namespace {
 
 // transformers' _compute_yarn_parameters: blend interpolated and extrapolated frequencies
 // with a linear ramp between the beta_fast and beta_slow correction dimensions.
-std::vector<float> yarn_inv_freq(const RopeConfig& r, int dim, const std::vector<float>& base_freq) {
+std::vector<float> yarn_inv_freq(const RopeConfig& r, int dim,
+                                 const std::vector<float>& base_freq) {
   const double base = r.theta, factor = r.factor;
   const double orig = r.original_max_position_embeddings;
   if (orig <= 0) fail("config.json: yarn rope scaling needs original_max_position_embeddings");
@@ -56,14 +57,17 @@ RotaryEmbedding::RotaryEmbedding(const RopeConfig& r, int rotary_dim, bool inter
     for (auto& f : inv_freq_) f /= static_cast<float>(r.factor);
   } else if (r.type == "llama3") {
     const double old_ctx = r.original_max_position_embeddings;
-    if (old_ctx <= 0) fail("config.json: llama3 rope scaling needs original_max_position_embeddings");
-    const double low_wavelen = old_ctx / r.low_freq_factor, high_wavelen = old_ctx / r.high_freq_factor;
+    if (old_ctx <= 0)
+      fail("config.json: llama3 rope scaling needs original_max_position_embeddings");
+    const double low_wavelen = old_ctx / r.low_freq_factor,
+                 high_wavelen = old_ctx / r.high_freq_factor;
     for (auto& f : inv_freq_) {
       const double wavelen = 2 * M_PI / f;
       if (wavelen > low_wavelen) {
         f = static_cast<float>(f / r.factor);
       } else if (wavelen >= high_wavelen) {
-        const double smooth = (old_ctx / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+        const double smooth =
+            (old_ctx / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
         f = static_cast<float>((1 - smooth) * f / r.factor + smooth * f);
       }
     }

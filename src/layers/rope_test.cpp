@@ -23,8 +23,10 @@ TEST(Rope, Llama3ScalingMatchesHandComputation) {
     const double f = 1.0 / std::pow(500000.0, 2.0 * i / 128);
     const double wavelen = 2 * M_PI / f;
     double expected;
-    if (wavelen < 8192 / 4.0) expected = f;
-    else if (wavelen > 8192 / 1.0) expected = f / 8;
+    if (wavelen < 8192 / 4.0)
+      expected = f;
+    else if (wavelen > 8192 / 1.0)
+      expected = f / 8;
     else {
       const double smooth = (8192 / wavelen - 1.0) / (4.0 - 1.0);
       expected = (1 - smooth) * f / 8 + smooth * f;

@@ -44,7 +44,8 @@ class CausalLM {
   // First stage: embeds batch.input_ids (hidden_in unused). Other stages: take hidden_in
   // [T, hidden]. Returns [T, hidden] for the next stage, or on the last stage logits
   // [rows, vocab]: one row per request (its last token) or, with return_all_logits, per token.
-  virtual Tensor forward(const ForwardBatch& batch, ForwardContext& ctx, const Tensor& hidden_in) = 0;
+  virtual Tensor forward(const ForwardBatch& batch, ForwardContext& ctx,
+                         const Tensor& hidden_in) = 0;
 };
 
 }  // namespace strata

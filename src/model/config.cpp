@@ -11,14 +11,17 @@ namespace {
 int int_field(const json& cfg, const std::string& key, int fallback, const std::string& source) {
   auto it = cfg.find(key);
   if (it == cfg.end() || it->is_null()) return fallback;
-  if (!it->is_number_integer() && !(it->is_number() && it->get<double>() == std::floor(it->get<double>())))
+  if (!it->is_number_integer() &&
+      !(it->is_number() && it->get<double>() == std::floor(it->get<double>())))
     fail("{}: field '{}' should be an integer but is {}", source, key, it->dump());
   return it->get<int>();
 }
 
 void read_rope_entry(const json& e, RopeConfig* r) {
-  if (e.contains("rope_type") && e["rope_type"].is_string()) r->type = e["rope_type"];
-  else if (e.contains("type") && e["type"].is_string()) r->type = e["type"];
+  if (e.contains("rope_type") && e["rope_type"].is_string())
+    r->type = e["rope_type"];
+  else if (e.contains("type") && e["type"].is_string())
+    r->type = e["type"];
   if (auto v = json_number(e, "rope_theta")) r->theta = *v;
   if (auto v = json_number(e, "factor")) r->factor = *v;
   if (auto v = json_number(e, "low_freq_factor")) r->low_freq_factor = *v;
@@ -44,8 +47,10 @@ RopeConfig parse_rope_config(const json& cfg, const std::string& layer_type) {
   if (cfg.contains("rope_parameters") && cfg["rope_parameters"].is_object()) {
     const json& p = cfg["rope_parameters"];
     // transformers 5 nests the parameters per layer type for models that mix them (Gemma 3).
-    if (p.contains(layer_type) && p[layer_type].is_object()) read_rope_entry(p[layer_type], &r);
-    else if (!p.contains("full_attention")) read_rope_entry(p, &r);
+    if (p.contains(layer_type) && p[layer_type].is_object())
+      read_rope_entry(p[layer_type], &r);
+    else if (!p.contains("full_attention"))
+      read_rope_entry(p, &r);
   }
   if (r.type == "default" || r.type == "none") r.type = "default";
   return r;
@@ -54,7 +59,8 @@ RopeConfig parse_rope_config(const json& cfg, const std::string& layer_type) {
 ModelConfig ModelConfig::load(const std::string& model_dir) {
   namespace fs = std::filesystem;
   if (!fs::exists(model_dir))
-    fail("model directory '{}' does not exist: pass --model a Hugging Face model directory", model_dir);
+    fail("model directory '{}' does not exist: pass --model a Hugging Face model directory",
+         model_dir);
   if (!fs::is_directory(model_dir))
     fail("--model '{}' is not a directory: pass the folder that holds config.json", model_dir);
   const std::string path = (fs::path(model_dir) / "config.json").string();
@@ -96,33 +102,40 @@ ModelConfig ModelConfig::from_json(const json& cfg, const std::string& source) {
   c.head_dim = int_field(cfg, "head_dim", 0, source);
   if (c.head_dim == 0 && c.num_attention_heads > 0) {
     if (c.hidden_size % c.num_attention_heads != 0)
-      fail("{}: hidden_size {} is not divisible by num_attention_heads {} and no head_dim is "
-           "given: set head_dim",
-           source, c.hidden_size, c.num_attention_heads);
+      fail(
+          "{}: hidden_size {} is not divisible by num_attention_heads {} and no head_dim is "
+          "given: set head_dim",
+          source, c.hidden_size, c.num_attention_heads);
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
   if (c.num_attention_heads > 0 && (c.num_kv_heads <= 0 || c.num_attention_heads % c.num_kv_heads))
     fail("{}: num_attention_heads {} must be a multiple of num_key_value_heads {}", source,
          c.num_attention_heads, c.num_kv_heads);
   c.max_position_embeddings = int_field(cfg, "max_position_embeddings", 0, source);
-  if (auto v = json_number(cfg, "rms_norm_eps")) c.rms_norm_eps = *v;
-  else if (auto v2 = json_number(cfg, "layer_norm_epsilon")) c.rms_norm_eps = *v2;
-  else if (auto v3 = json_number(cfg, "norm_eps")) c.rms_norm_eps = *v3;
+  if (auto v = json_number(cfg, "rms_norm_eps"))
+    c.rms_norm_eps = *v;
+  else if (auto v2 = json_number(cfg, "layer_norm_epsilon"))
+    c.rms_norm_eps = *v2;
+  else if (auto v3 = json_number(cfg, "norm_eps"))
+    c.rms_norm_eps = *v3;
   c.hidden_act = cfg.value("hidden_act", std::string("silu"));
   if (cfg.contains("hidden_activation") && cfg["hidden_activation"].is_string())
     c.hidden_act = cfg["hidden_activation"];
   c.tie_word_embeddings = cfg.value("tie_word_embeddings", false);
   c.attention_bias = cfg.value("attention_bias", false);
   c.mlp_bias = cfg.value("mlp_bias", false);
-  const bool swa_disabled = cfg.contains("use_sliding_window") && cfg["use_sliding_window"].is_boolean() &&
+  const bool swa_disabled = cfg.contains("use_sliding_window") &&
+                            cfg["use_sliding_window"].is_boolean() &&
                             !cfg["use_sliding_window"].get<bool>();
   c.sliding_window = swa_disabled ? 0 : int_field(cfg, "sliding_window", 0, source);
-  if (c.sliding_window < 0) fail("{}: sliding_window must be positive, got {}", source, c.sliding_window);
+  if (c.sliding_window < 0)
+    fail("{}: sliding_window must be positive, got {}", source, c.sliding_window);
   c.rope = parse_rope_config(cfg);
 
   if (cfg.contains("eos_token_id")) {
     const json& e = cfg["eos_token_id"];
-    if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int>());
+    if (e.is_number_integer())
+      c.eos_token_ids.push_back(e.get<int>());
     else if (e.is_array())
       for (const auto& x : e)
         if (x.is_number_integer()) c.eos_token_ids.push_back(x.get<int>());
@@ -141,9 +154,10 @@ ModelConfig ModelConfig::from_json(const json& cfg, const std::string& source) {
 int ModelConfig::require_int(const std::string& key) const {
   int v = int_field(raw, key, -1, "config.json");
   if (v < 0)
-    fail("config.json: missing required field '{}' (needed by {}); the checkpoint's config is "
-         "incomplete",
-         key, architecture);
+    fail(
+        "config.json: missing required field '{}' (needed by {}); the checkpoint's config is "
+        "incomplete",
+        key, architecture);
   return v;
 }
 
@@ -165,7 +179,8 @@ double ModelConfig::get_number(const std::string& key, double fallback) const {
 bool ModelConfig::get_bool(const std::string& key, bool fallback) const {
   auto it = raw.find(key);
   if (it == raw.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) fail("config.json: field '{}' should be true or false, got {}", key, it->dump());
+  if (!it->is_boolean())
+    fail("config.json: field '{}' should be true or false, got {}", key, it->dump());
   return it->get<bool>();
 }
 

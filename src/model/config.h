@@ -17,8 +17,8 @@ struct RopeConfig {
   std::string type = "default";  // default | linear | llama3 | yarn | dynamic
   double theta = 10000.0;
   double factor = 1.0;
-  double low_freq_factor = 1.0;   // llama3
-  double high_freq_factor = 4.0;  // llama3
+  double low_freq_factor = 1.0;                 // llama3
+  double high_freq_factor = 4.0;                // llama3
   double original_max_position_embeddings = 0;  // llama3, yarn
   double beta_fast = 32.0, beta_slow = 1.0;     // yarn
   double mscale = 0.0, mscale_all_dim = 0.0;    // yarn (DeepSeek); 0 = not given

@@ -27,9 +27,12 @@ std::string error_of(const json& j) {
 TEST(ModelConfig, ParsesBothRopeSpellings) {
   json v4 = base_config();
   v4["rope_theta"] = 500000.0;
-  v4["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"original_max_position_embeddings", 8192}};
+  v4["rope_scaling"] = {
+      {"rope_type", "llama3"}, {"factor", 8.0}, {"original_max_position_embeddings", 8192}};
   json v5 = base_config();
-  v5["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "llama3"}, {"factor", 8.0},
+  v5["rope_parameters"] = {{"rope_theta", 500000.0},
+                           {"rope_type", "llama3"},
+                           {"factor", 8.0},
                            {"original_max_position_embeddings", 8192}};
   for (const json& j : {v4, v5}) {
     const ModelConfig c = ModelConfig::from_json(j, "config.json");
@@ -42,7 +45,8 @@ TEST(ModelConfig, ParsesBothRopeSpellings) {
 }
 
 TEST(ModelConfig, AcceptsBareAndObjectInfinity) {
-  const json a = parse_json_lenient(R"({"x": Infinity, "y": -Infinity, "s": "Infinity", "z": {"__float__": "Infinity"}})", "t");
+  const json a = parse_json_lenient(
+      R"({"x": Infinity, "y": -Infinity, "s": "Infinity", "z": {"__float__": "Infinity"}})", "t");
   EXPECT_TRUE(std::isinf(*json_number(a, "x")));
   EXPECT_LT(*json_number(a, "y"), 0);
   EXPECT_EQ(a["s"], "Infinity");  // inside a string it stays a string
@@ -69,7 +73,8 @@ TEST(ModelConfig, SlidingWindowFromLayerTypesOrGlobalWindow) {
 TEST(ModelConfig, RejectsMissingAndContradictoryFields) {
   json j = base_config();
   j.erase("hidden_size");
-  EXPECT_NE(error_of(j).find("missing required field 'hidden_size'"), std::string::npos) << error_of(j);
+  EXPECT_NE(error_of(j).find("missing required field 'hidden_size'"), std::string::npos)
+      << error_of(j);
   j = base_config();
   j.erase("architectures");
   EXPECT_NE(error_of(j).find("architectures"), std::string::npos);

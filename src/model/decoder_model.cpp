@@ -14,8 +14,8 @@ DecoderModel::DecoderModel(const ModelConfig& config, WeightSource& weights, Sta
   if (need_embed) embed_ = Embedding::load(weights, names_.embed, vocab, h);
   for (int i = stage.start_layer; i < stage.end_layer; ++i) layers_.push_back(make_layer(i));
   if (stage.is_last) {
-    final_norm_ = RMSNorm::load(weights, names_.final_norm, h, static_cast<float>(config.rms_norm_eps),
-                                names_.norm_weight_offset);
+    final_norm_ = RMSNorm::load(weights, names_.final_norm, h,
+                                static_cast<float>(config.rms_norm_eps), names_.norm_weight_offset);
     lm_head_ = config.tie_word_embeddings ? Linear::from_tensors(embed_.table())
                                           : Linear::load(weights, names_.lm_head, h, vocab, false);
   }
@@ -35,7 +35,8 @@ std::map<int, RecurrentStateLayout> DecoderModel::state_layouts() const {
   return out;
 }
 
-Tensor DecoderModel::forward(const ForwardBatch& batch, ForwardContext& ctx, const Tensor& hidden_in) {
+Tensor DecoderModel::forward(const ForwardBatch& batch, ForwardContext& ctx,
+                             const Tensor& hidden_in) {
   Tensor hidden;
   if (stage_.is_first) {
     hidden = embed_.forward(batch.input_ids);

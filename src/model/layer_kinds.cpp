@@ -29,13 +29,17 @@ std::vector<LayerSpec> dense_decoder(const ModelConfig& c) {
   if (c.raw.contains("layer_types") && c.raw["layer_types"].is_array()) {
     for (const auto& t : c.raw["layer_types"]) {
       const std::string type = t.is_string() ? t.get<std::string>() : "";
-      if (type == "full_attention") layers.push_back(attention_layer(c, false));
+      if (type == "full_attention")
+        layers.push_back(attention_layer(c, false));
       else if (type == "sliding_attention") {
         if (c.sliding_window <= 0)
-          fail("config.json: layer_types has sliding_attention layers but sliding_window is not set");
+          fail(
+              "config.json: layer_types has sliding_attention layers but sliding_window is not "
+              "set");
         layers.push_back(attention_layer(c, true));
       } else {
-        fail("config.json: layer_types entry '{}' is not supported for {}", t.dump(), c.architecture);
+        fail("config.json: layer_types entry '{}' is not supported for {}", t.dump(),
+             c.architecture);
       }
     }
     return layers;
@@ -74,25 +78,32 @@ std::vector<LayerSpec> nemotron_h(const ModelConfig& c) {
   if (c.raw.contains("layers_block_type") && c.raw["layers_block_type"].is_array()) {
     for (const auto& t : c.raw["layers_block_type"])
       types.push_back(t.is_string() ? t.get<std::string>() : t.dump());
-  } else if (c.raw.contains("hybrid_override_pattern") && c.raw["hybrid_override_pattern"].is_string()) {
+  } else if (c.raw.contains("hybrid_override_pattern") &&
+             c.raw["hybrid_override_pattern"].is_string()) {
     for (char ch : c.raw["hybrid_override_pattern"].get<std::string>()) types.emplace_back(1, ch);
   } else {
-    fail("config.json: {} needs `hybrid_override_pattern` (e.g. \"M-M*-\") or `layers_block_type` "
-         "to say what each layer is",
-         c.architecture);
+    fail(
+        "config.json: {} needs `hybrid_override_pattern` (e.g. \"M-M*-\") or `layers_block_type` "
+        "to say what each layer is",
+        c.architecture);
   }
   std::vector<LayerSpec> layers;
   for (const std::string& t : types) {
     LayerSpec s;
     s.mlp = MlpKind::None;
-    if (t == "M" || t == "mamba" || t == "linear_attention") s.recurrent = RecurrentKind::Mamba2;
-    else if (t == "*" || t == "attention" || t == "full_attention") s.attention = AttentionKind::Full;
-    else if (t == "-" || t == "mlp") s.mlp = MlpKind::Dense;
-    else if (t == "E" || t == "moe") s.mlp = MlpKind::MoE;
+    if (t == "M" || t == "mamba" || t == "linear_attention")
+      s.recurrent = RecurrentKind::Mamba2;
+    else if (t == "*" || t == "attention" || t == "full_attention")
+      s.attention = AttentionKind::Full;
+    else if (t == "-" || t == "mlp")
+      s.mlp = MlpKind::Dense;
+    else if (t == "E" || t == "moe")
+      s.mlp = MlpKind::MoE;
     else
-      fail("config.json: NemotronH layer type '{}' is not known (expected M, *, -, E or mamba, "
-           "attention, mlp, moe)",
-           t);
+      fail(
+          "config.json: NemotronH layer type '{}' is not known (expected M, *, -, E or mamba, "
+          "attention, mlp, moe)",
+          t);
     layers.push_back(s);
   }
   return layers;
@@ -104,8 +115,8 @@ std::vector<LayerSpec> bamba(const ModelConfig& c) {
   if (c.raw.contains("attn_layer_indices") && c.raw["attn_layer_indices"].is_array()) {
     for (const auto& i : c.raw["attn_layer_indices"]) {
       if (!i.is_number_integer() || i.get<int>() < 0 || i.get<int>() >= c.num_layers)
-        fail("config.json: attn_layer_indices entry {} is not a layer of a {}-layer model", i.dump(),
-             c.num_layers);
+        fail("config.json: attn_layer_indices entry {} is not a layer of a {}-layer model",
+             i.dump(), c.num_layers);
       layers[i.get<int>()] = attention_layer(c, false);
     }
   }
@@ -122,13 +133,10 @@ std::vector<LayerSpec> falcon_h1(const ModelConfig& c) {
 // model_type -> classifier. Families not listed are dense decoders.
 const std::map<std::string, Classifier>& families() {
   static const std::map<std::string, Classifier> kFamilies = {
-      {"llama", dense_decoder},
-      {"qwen2", dense_decoder},
-      {"qwen3", dense_decoder},
-      {"mistral", dense_decoder},
+      {"llama", dense_decoder},         {"qwen2", dense_decoder},
+      {"qwen3", dense_decoder},         {"mistral", dense_decoder},
       {"deepseek_v2", mla_moe_decoder}, {"deepseek_v3", mla_moe_decoder},
-      {"nemotron_h", nemotron_h},
-      {"bamba", bamba},
+      {"nemotron_h", nemotron_h},       {"bamba", bamba},
       {"falcon_h1", falcon_h1},
   };
   return kFamilies;

@@ -6,29 +6,40 @@ namespace strata {
 
 const char* to_string(AttentionKind k) {
   switch (k) {
-    case AttentionKind::None: return "none";
-    case AttentionKind::Full: return "full_attention";
-    case AttentionKind::Sliding: return "sliding_attention";
-    case AttentionKind::MLA: return "mla";
+    case AttentionKind::None:
+      return "none";
+    case AttentionKind::Full:
+      return "full_attention";
+    case AttentionKind::Sliding:
+      return "sliding_attention";
+    case AttentionKind::MLA:
+      return "mla";
   }
   return "?";
 }
 
 const char* to_string(RecurrentKind k) {
   switch (k) {
-    case RecurrentKind::None: return "none";
-    case RecurrentKind::Mamba2: return "mamba2";
-    case RecurrentKind::GatedDeltaNet: return "gated_delta_net";
-    case RecurrentKind::ShortConv: return "short_conv";
+    case RecurrentKind::None:
+      return "none";
+    case RecurrentKind::Mamba2:
+      return "mamba2";
+    case RecurrentKind::GatedDeltaNet:
+      return "gated_delta_net";
+    case RecurrentKind::ShortConv:
+      return "short_conv";
   }
   return "?";
 }
 
 const char* to_string(MlpKind k) {
   switch (k) {
-    case MlpKind::None: return "none";
-    case MlpKind::Dense: return "dense";
-    case MlpKind::MoE: return "moe";
+    case MlpKind::None:
+      return "none";
+    case MlpKind::Dense:
+      return "dense";
+    case MlpKind::MoE:
+      return "moe";
   }
   return "?";
 }

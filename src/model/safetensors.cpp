@@ -88,7 +88,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       fail("{}: tensor '{}' has unsupported dtype {}", path, info.name, e["dtype"].dump());
     for (const auto& d : e["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        fail("{}: tensor '{}' has an invalid shape {}. {}", path, info.name, e["shape"].dump(), fix);
+        fail("{}: tensor '{}' has an invalid shape {}. {}", path, info.name, e["shape"].dump(),
+             fix);
       info.shape.push_back(d.get<int64_t>());
     }
     const json& off = e["data_offsets"];
@@ -98,8 +99,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (begin > end)
       fail("{}: tensor '{}' has data_offsets that run backwards. {}", path, info.name, fix);
     if (end > data_size)
-      fail("{} is truncated: tensor '{}' ends at data byte {} but the file holds only {} data bytes. {}",
-           path, info.name, end, data_size, fix);
+      fail(
+          "{} is truncated: tensor '{}' ends at data byte {} but the file holds only {} data "
+          "bytes. {}",
+          path, info.name, end, data_size, fix);
     const uint64_t expected = static_cast<uint64_t>(info.numel()) * dtype_size(info.dtype);
     if (end - begin != expected)
       fail("{}: tensor '{}' occupies {} bytes but shape {} of {} needs {}. {}", path, info.name,

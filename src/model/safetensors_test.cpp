@@ -38,26 +38,33 @@ std::string error_of(const std::string& path) {
 TEST(Safetensors, ReadsAValidFile) {
   const auto p = write_file("st_ok.safetensors",
                             R"({"a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
-                                "__metadata__": {"format": "pt"}})", 24);
+                                "__metadata__": {"format": "pt"}})",
+                            24);
   SafetensorsFile f(p);
   ASSERT_EQ(f.tensors().size(), 1u);
   EXPECT_EQ(f.tensors().at("a").shape, (std::vector<int64_t>{2, 3}));
 }
 
 TEST(Safetensors, RejectsTruncatedAndInconsistentFiles) {
-  EXPECT_NE(error_of(write_file("st_trunc.safetensors",
-                                R"({"a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}})", 10))
-                .find("truncated"),
+  EXPECT_NE(
+      error_of(write_file("st_trunc.safetensors",
+                          R"({"a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}})",
+                          10))
+          .find("truncated"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(write_file("st_size.safetensors",
+                          R"({"a": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 24]}})",
+                          24))
+          .find("needs 12"),
+      std::string::npos);
+  EXPECT_NE(error_of(write_file("st_json.safetensors", R"({"a": )", 0)).find("not valid JSON"),
             std::string::npos);
-  EXPECT_NE(error_of(write_file("st_size.safetensors",
-                                R"({"a": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 24]}})", 24))
-                .find("needs 12"),
-            std::string::npos);
-  EXPECT_NE(error_of(write_file("st_json.safetensors", R"({"a": )", 0)).find("not valid JSON"), std::string::npos);
-  EXPECT_NE(error_of(write_file("st_dtype.safetensors",
-                                R"({"a": {"dtype": "Q4", "shape": [1], "data_offsets": [0, 1]}})", 1))
-                .find("unsupported dtype"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(write_file("st_dtype.safetensors",
+                          R"({"a": {"dtype": "Q4", "shape": [1], "data_offsets": [0, 1]}})", 1))
+          .find("unsupported dtype"),
+      std::string::npos);
   // A header length larger than the file.
   const std::string path = (std::filesystem::temp_directory_path() / "st_hdr.safetensors").string();
   {

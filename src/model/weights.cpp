@@ -26,7 +26,8 @@ std::unique_ptr<WeightSource> open_weights(const std::string& model_dir, LoadFor
 Tensor DummyWeights::load(const std::string& name, const std::vector<int64_t>& shape) {
   Tensor t(shape);
   const auto ends_with = [&](const std::string& suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   if (ends_with("norm.weight") || ends_with("layernorm.weight")) {
     for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = 1.0f;
@@ -45,19 +46,22 @@ CheckpointWeights::CheckpointWeights(const std::string& model_dir) : model_dir_(
   if (fs::exists(index_path)) {
     const json index = read_json_file(index_path.string());
     if (!index.contains("weight_map") || !index["weight_map"].is_object())
-      fail("{} has no 'weight_map' object: the sharded checkpoint index is broken", index_path.string());
+      fail("{} has no 'weight_map' object: the sharded checkpoint index is broken",
+           index_path.string());
     std::set<std::string> unique;
     for (auto& [tensor, file] : index["weight_map"].items()) {
-      if (!file.is_string()) fail("{}: weight_map entry for '{}' is not a file name", index_path.string(), tensor);
+      if (!file.is_string())
+        fail("{}: weight_map entry for '{}' is not a file name", index_path.string(), tensor);
       unique.insert(file.get<std::string>());
     }
     shard_names.assign(unique.begin(), unique.end());
   } else if (fs::exists(dir / "model.safetensors")) {
     shard_names.push_back("model.safetensors");
   } else {
-    fail("'{}' holds no weights: expected model.safetensors or model.safetensors.index.json "
-         "(or pass --load-format dummy for random weights)",
-         model_dir);
+    fail(
+        "'{}' holds no weights: expected model.safetensors or model.safetensors.index.json "
+        "(or pass --load-format dummy for random weights)",
+        model_dir);
   }
   for (const auto& shard : shard_names) {
     const fs::path p = dir / shard;
@@ -71,7 +75,9 @@ CheckpointWeights::CheckpointWeights(const std::string& model_dir) : model_dir_(
   }
 }
 
-bool CheckpointWeights::has(const std::string& name) const { return index_.count(name) > 0; }
+bool CheckpointWeights::has(const std::string& name) const {
+  return index_.count(name) > 0;
+}
 
 const TensorInfo* CheckpointWeights::info(const std::string& name) const {
   auto it = index_.find(name);
@@ -81,14 +87,16 @@ const TensorInfo* CheckpointWeights::info(const std::string& name) const {
 Tensor CheckpointWeights::load(const std::string& name, const std::vector<int64_t>& expected) {
   auto it = index_.find(name);
   if (it == index_.end())
-    fail("checkpoint in {} is missing tensor '{}' (expected shape {}): the checkpoint does not "
-         "match its config.json",
-         model_dir_, name, shape_to_string(expected));
+    fail(
+        "checkpoint in {} is missing tensor '{}' (expected shape {}): the checkpoint does not "
+        "match its config.json",
+        model_dir_, name, shape_to_string(expected));
   const TensorInfo& info = *it->second.first;
   if (info.shape != expected)
-    fail("tensor '{}' in {} has shape {} but the config implies {}: the checkpoint does not match "
-         "its config.json",
-         name, info.file, shape_to_string(info.shape), shape_to_string(expected));
+    fail(
+        "tensor '{}' in {} has shape {} but the config implies {}: the checkpoint does not match "
+        "its config.json",
+        name, info.file, shape_to_string(info.shape), shape_to_string(expected));
   if (info.dtype != DType::F32 && info.dtype != DType::BF16 && info.dtype != DType::F16)
     fail("tensor '{}' in {} has dtype {}; strata loads F32, BF16 and F16 weights", name, info.file,
          dtype_name(info.dtype));

@@ -14,14 +14,17 @@ namespace {
 
 class LlamaDecoderLayer : public DecoderLayer {
  public:
-  LlamaDecoderLayer(const ModelConfig& c, WeightSource& w, int layer_id, const LlamaVariant& variant)
-      : attn_(w, fmt::format("model.layers.{}.self_attn", layer_id), attention_options(c, layer_id, variant)),
+  LlamaDecoderLayer(const ModelConfig& c, WeightSource& w, int layer_id,
+                    const LlamaVariant& variant)
+      : attn_(w, fmt::format("model.layers.{}.self_attn", layer_id),
+              attention_options(c, layer_id, variant)),
         mlp_(w, fmt::format("model.layers.{}.mlp", layer_id), c.hidden_size, c.intermediate_size,
              c.hidden_act, c.mlp_bias) {
     const std::string p = fmt::format("model.layers.{}.", layer_id);
     const auto eps = static_cast<float>(c.rms_norm_eps);
     input_norm_ = RMSNorm::load(w, p + "input_layernorm.weight", c.hidden_size, eps);
-    post_attention_norm_ = RMSNorm::load(w, p + "post_attention_layernorm.weight", c.hidden_size, eps);
+    post_attention_norm_ =
+        RMSNorm::load(w, p + "post_attention_layernorm.weight", c.hidden_size, eps);
   }
 
   void forward(Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) override {
@@ -34,7 +37,8 @@ class LlamaDecoderLayer : public DecoderLayer {
   std::optional<KVLayerLayout> kv_layout() const override { return attn_.kv_layout(); }
 
  private:
-  static AttentionOptions attention_options(const ModelConfig& c, int layer_id, const LlamaVariant& v) {
+  static AttentionOptions attention_options(const ModelConfig& c, int layer_id,
+                                            const LlamaVariant& v) {
     AttentionOptions o;
     o.layer_id = layer_id;
     o.hidden_size = c.hidden_size;

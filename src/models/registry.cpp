@@ -20,7 +20,8 @@ std::unique_ptr<CausalLM> build_deepseek(const ModelConfig&, WeightSource&, cons
 
 namespace {
 
-using Builder = std::function<std::unique_ptr<CausalLM>(const ModelConfig&, WeightSource&, const StagePlan&)>;
+using Builder =
+    std::function<std::unique_ptr<CausalLM>(const ModelConfig&, WeightSource&, const StagePlan&)>;
 
 const std::map<std::string, Builder>& builders() {
   static const std::map<std::string, Builder> kBuilders = {
@@ -51,7 +52,8 @@ std::vector<std::string> supported_architectures() {
 void validate_architecture(const ModelConfig& config) {
   if (!builders().count(config.architecture))
     fail("unknown architecture '{}' in {}/config.json: strata supports {}", config.architecture,
-         config.model_dir.empty() ? "." : config.model_dir, fmt::join(supported_architectures(), ", "));
+         config.model_dir.empty() ? "." : config.model_dir,
+         fmt::join(supported_architectures(), ", "));
 }
 
 std::unique_ptr<CausalLM> build_model(const ModelConfig& config, WeightSource& weights,

@@ -11,14 +11,14 @@ enum class ForwardMode { Extend, Decode };
 
 struct ForwardBatch {
   ForwardMode mode = ForwardMode::Extend;
-  std::vector<int32_t> input_ids;      // [T]
-  std::vector<int32_t> positions;      // [T]
-  std::vector<int32_t> out_cache_loc;  // [T] KV slot of each new token
+  std::vector<int32_t> input_ids;         // [T]
+  std::vector<int32_t> positions;         // [T]
+  std::vector<int32_t> out_cache_loc;     // [T] KV slot of each new token
   std::vector<int32_t> req_pool_indices;  // [B] rows of the ReqToTokenPool
   std::vector<int32_t> prefix_lens;       // [B] tokens cached before this pass
   std::vector<int32_t> extend_lens;       // [B] new tokens in this pass
   std::vector<int32_t> state_slots;       // [B] recurrent-state slots (hybrid models)
-  bool return_all_logits = false;  // logits for every token, not only each request's last
+  bool return_all_logits = false;         // logits for every token, not only each request's last
 
   int batch_size() const { return static_cast<int>(req_pool_indices.size()); }
   int num_tokens() const { return static_cast<int>(input_ids.size()); }

@@ -43,7 +43,9 @@ GenerationState::GenerationState(const ModelConfig& config, TokenMemory& memory,
   note_progress();
 }
 
-GenerationState::~GenerationState() { release_all(); }
+GenerationState::~GenerationState() {
+  release_all();
+}
 
 void GenerationState::release_all() {
   for (auto& r : running_) {

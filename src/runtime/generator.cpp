@@ -7,7 +7,8 @@
 
 namespace strata {
 
-void validate_requests(const ModelConfig& config, int max_context_len, const std::vector<GenerateRequest>& requests) {
+void validate_requests(const ModelConfig& config, int max_context_len,
+                       const std::vector<GenerateRequest>& requests) {
   const int vocab = config.vocab_size;
   for (size_t i = 0; i < requests.size(); ++i) {
     const auto& r = requests[i];
@@ -15,15 +16,17 @@ void validate_requests(const ModelConfig& config, int max_context_len, const std
       throw RequestError(fmt::format("prompt {} is empty: give at least one input id", i));
     for (size_t j = 0; j < r.input_ids.size(); ++j)
       if (r.input_ids[j] < 0 || r.input_ids[j] >= vocab)
-        throw RequestError(fmt::format("prompt {}: input id {} at position {} is outside the "
-                                       "vocabulary (valid ids are 0..{})",
-                                       i, r.input_ids[j], j, vocab - 1));
+        throw RequestError(
+            fmt::format("prompt {}: input id {} at position {} is outside the "
+                        "vocabulary (valid ids are 0..{})",
+                        i, r.input_ids[j], j, vocab - 1));
     r.sampling.validate();
     const int64_t total = static_cast<int64_t>(r.input_ids.size()) + r.sampling.max_new_tokens;
     if (total > max_context_len)
-      throw RequestError(fmt::format("prompt {}: {} prompt tokens + {} new tokens exceed the context "
-                                     "length {}; shorten the prompt or lower --max-new-tokens",
-                                     i, r.input_ids.size(), r.sampling.max_new_tokens, max_context_len));
+      throw RequestError(
+          fmt::format("prompt {}: {} prompt tokens + {} new tokens exceed the context "
+                      "length {}; shorten the prompt or lower --max-new-tokens",
+                      i, r.input_ids.size(), r.sampling.max_new_tokens, max_context_len));
   }
 }
 
@@ -50,11 +53,13 @@ int64_t kv_slots_needed(const std::vector<GenerateRequest>& requests, int page_s
   return std::max<int64_t>(slots, page_size);
 }
 
-std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<GenerateRequest>& requests,
+std::vector<GenerateOutput> generate(ModelRunner& runner,
+                                     const std::vector<GenerateRequest>& requests,
                                      const GenerateOptions& options, GenerateStats* stats) {
   validate_requests(runner, requests);
   GenerationState state(runner.config(), runner.memory(), runner.state_pool(), requests, options);
-  const auto groups = split_into_micro_batches(static_cast<int>(requests.size()), std::max(1, options.micro_batches));
+  const auto groups = split_into_micro_batches(static_cast<int>(requests.size()),
+                                               std::max(1, options.micro_batches));
   // Each pass: the next prompt pieces while any prompt of the group is unread, then one token
   // per request. Groups take turns, as the pipeline's micro-batches do.
   // Greedy requests without logits returned need only the argmax, which the runner computes

@@ -42,10 +42,13 @@ struct GenerateOptions {
 // Checks every request against the model before any work starts (RequestError on failure).
 void validate_requests(const ModelRunner& runner, const std::vector<GenerateRequest>& requests);
 // The same checks without a runner (a launcher checks requests before starting processes).
-void validate_requests(const ModelConfig& config, int max_context_len, const std::vector<GenerateRequest>& requests);
+void validate_requests(const ModelConfig& config, int max_context_len,
+                       const std::vector<GenerateRequest>& requests);
 
-std::vector<GenerateOutput> generate(ModelRunner& runner, const std::vector<GenerateRequest>& requests,
-                                     const GenerateOptions& options = {}, GenerateStats* stats = nullptr);
+std::vector<GenerateOutput> generate(ModelRunner& runner,
+                                     const std::vector<GenerateRequest>& requests,
+                                     const GenerateOptions& options = {},
+                                     GenerateStats* stats = nullptr);
 
 // Request indices [0, n) cut into `parts` contiguous groups whose sizes differ by at most one.
 std::vector<std::vector<int>> split_into_micro_batches(int n, int parts);

@@ -20,22 +20,26 @@ constexpr int64_t kDefaultMaxTotalTokens = 1 << 18;
 
 void RunnerOptions::validate(const ModelConfig& config) const {
   std::vector<std::string> problems;
-  if (page_size < 1) problems.push_back(fmt::format("--page-size must be at least 1, got {}", page_size));
+  if (page_size < 1)
+    problems.push_back(fmt::format("--page-size must be at least 1, got {}", page_size));
   if (device != "cpu" && device != "cuda")
     problems.push_back(fmt::format("--device '{}' is unknown: use cpu or cuda", device));
   if (device == "cuda") {
 #ifdef STRATA_WITH_CUDA
     for (auto& p : cuda_configuration_problems(config, *this)) problems.push_back(std::move(p));
 #else
-    problems.push_back("--device cuda: this build of strata has no CUDA backend; rebuild with "
-                       "-DSTRATA_CUDA=ON on a machine with the CUDA toolkit, or use --device cpu");
+    problems.push_back(
+        "--device cuda: this build of strata has no CUDA backend; rebuild with "
+        "-DSTRATA_CUDA=ON on a machine with the CUDA toolkit, or use --device cpu");
 #endif
   }
   if (device == "cpu" && attention_backend != "auto" && attention_backend != "cpu")
-    problems.push_back(fmt::format("--attention-backend '{}' is not available on {}: use auto or cpu",
-                                   attention_backend, device));
+    problems.push_back(
+        fmt::format("--attention-backend '{}' is not available on {}: use auto or cpu",
+                    attention_backend, device));
   if (max_running_requests < 1)
-    problems.push_back(fmt::format("--max-running-requests must be at least 1, got {}", max_running_requests));
+    problems.push_back(
+        fmt::format("--max-running-requests must be at least 1, got {}", max_running_requests));
   if (max_context_len < 0) problems.push_back("--context-length must be positive");
   if (max_total_tokens < 0) problems.push_back("--max-total-tokens must be positive");
   if (stage && (stage->start_layer < 0 || stage->end_layer > config.num_layers ||
@@ -43,7 +47,8 @@ void RunnerOptions::validate(const ModelConfig& config) const {
     problems.push_back(fmt::format("stage layers [{}, {}) do not fit a model of {} layers",
                                    stage->start_layer, stage->end_layer, config.num_layers));
   if (max_mamba_cache_size < 0)
-    problems.push_back(fmt::format("--max-mamba-cache-size must be positive, got {}", max_mamba_cache_size));
+    problems.push_back(
+        fmt::format("--max-mamba-cache-size must be positive, got {}", max_mamba_cache_size));
   try {
     parse_ssm_dtype(mamba_ssm_dtype);
   } catch (const Error& e) {
@@ -55,29 +60,31 @@ void RunnerOptions::validate(const ModelConfig& config) const {
 }
 
 int RunnerOptions::resolved_max_context_len(const ModelConfig& config) const {
-  return max_context_len > 0                   ? max_context_len
+  return max_context_len > 0                  ? max_context_len
          : config.max_position_embeddings > 0 ? config.max_position_embeddings
-                                               : 32768;
+                                              : 32768;
 }
 
 ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options)
     : config_(config), options_(options) {
   options.validate(config);
   validate_architecture(config);
-  const int threads = options.threads > 0 ? options.threads
-                                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = options.threads > 0
+                          ? options.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   cpu::set_num_threads(threads);
 
   max_context_len_ = options.resolved_max_context_len(config);
   const StagePlan stage = options.stage.value_or(StagePlan::whole(config));
-  const int64_t natural_slots =
-      std::min<int64_t>(int64_t{options.max_running_requests} * max_context_len_, kDefaultMaxTotalTokens);
+  const int64_t natural_slots = std::min<int64_t>(
+      int64_t{options.max_running_requests} * max_context_len_, kDefaultMaxTotalTokens);
 #ifdef STRATA_WITH_CUDA
   if (options.device == "cuda") {
     // The device executor owns weights, KV pool and backend; the host keeps the token memory.
     executor_ = make_cuda_executor(config, options);
     const int64_t slots = executor_->plan_kv_slots(options.max_total_tokens, natural_slots);
-    memory_ = std::make_unique<TokenMemory>(options.max_running_requests, max_context_len_, slots, options.page_size);
+    memory_ = std::make_unique<TokenMemory>(options.max_running_requests, max_context_len_, slots,
+                                            options.page_size);
     executor_->attach(*memory_);
     return;
   }
@@ -101,10 +108,13 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
   }
   const auto states = model_->state_layouts();
   if (!states.empty()) {
-    const int slots = options.max_mamba_cache_size > 0 ? options.max_mamba_cache_size : options.max_running_requests;
-    state_pool_ = std::make_unique<StatePool>(states, slots, parse_ssm_dtype(options.mamba_ssm_dtype));
+    const int slots = options.max_mamba_cache_size > 0 ? options.max_mamba_cache_size
+                                                       : options.max_running_requests;
+    state_pool_ =
+        std::make_unique<StatePool>(states, slots, parse_ssm_dtype(options.mamba_ssm_dtype));
   }
-  mamba_strategy_ = resolve_capability("mamba_radix_cache_strategy", options.mamba_radix_cache_strategy, options.device);
+  mamba_strategy_ = resolve_capability("mamba_radix_cache_strategy",
+                                       options.mamba_radix_cache_strategy, options.device);
 }
 
 ModelRunner::~ModelRunner() = default;
@@ -124,7 +134,8 @@ std::vector<int32_t> ModelRunner::forward_greedy(const ForwardBatch& batch) {
   std::vector<int32_t> ids(logits.dim(0));
   const int64_t vocab = logits.dim(1);
   for (int64_t r = 0; r < logits.dim(0); ++r)
-    ids[r] = static_cast<int32_t>(std::max_element(logits.row(r), logits.row(r) + vocab) - logits.row(r));
+    ids[r] = static_cast<int32_t>(std::max_element(logits.row(r), logits.row(r) + vocab) -
+                                  logits.row(r));
   return ids;
 }
 

@@ -27,7 +27,7 @@ struct RunnerOptions {
   int64_t max_total_tokens = 0;  // KV slots; 0: max_running_requests * max_context_len, capped
   LoadFormat load_format = LoadFormat::Auto;
   uint64_t seed = 0;
-  int threads = 0;  // 0: all cores
+  int threads = 0;                 // 0: all cores
   std::optional<StagePlan> stage;  // default: the whole model
   // Recurrent-state pool (hybrid models): requests that can hold state at once (0: the
   // max_running_requests), the SSM state's storage dtype, and the prefix-cache strategy for

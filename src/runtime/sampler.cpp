@@ -11,7 +11,8 @@ namespace strata {
 void SamplingParams::validate() const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature))
     throw RequestError(fmt::format("temperature must be >= 0, got {}", temperature));
-  if (top_k < 0) throw RequestError(fmt::format("top_k must be >= 0 (0 disables it), got {}", top_k));
+  if (top_k < 0)
+    throw RequestError(fmt::format("top_k must be >= 0 (0 disables it), got {}", top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f))
     throw RequestError(fmt::format("top_p must be in (0, 1], got {}", top_p));
   if (max_new_tokens < 0)
@@ -26,13 +27,15 @@ int sample_token(const float* logits, int vocab, const SamplingParams& p, std::m
   std::vector<int> idx(vocab);
   std::iota(idx.begin(), idx.end(), 0);
   const int k = p.top_k > 0 ? std::min(p.top_k, vocab) : vocab;
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                    [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
   idx.resize(k);
   std::vector<double> probs(k);
   const double max_logit = logits[idx[0]];
   double sum = 0.0;
-  for (int i = 0; i < k; ++i) sum += probs[i] = std::exp((logits[idx[i]] - max_logit) / p.temperature);
+  for (int i = 0; i < k; ++i)
+    sum += probs[i] = std::exp((logits[idx[i]] - max_logit) / p.temperature);
   int keep = k;
   if (p.top_p < 1.0f) {
     double cumulative = 0.0;
@@ -59,9 +62,11 @@ TokenLogprob token_logprob(const float* logits, int vocab, int token, int top_n)
   const int k = std::clamp(top_n, 0, vocab);
   std::vector<int> idx(vocab);
   std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                    [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-  for (int i = 0; i < k; ++i) out.top.emplace_back(idx[i], static_cast<float>(logits[idx[i]] - log_z));
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (int i = 0; i < k; ++i)
+    out.top.emplace_back(idx[i], static_cast<float>(logits[idx[i]] - log_z));
   return out;
 }
 

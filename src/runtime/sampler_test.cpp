@@ -38,7 +38,8 @@ TEST(Sampler, SameSeedSameTokens) {
   SamplingParams p;
   p.temperature = 0.8f;
   std::mt19937_64 a(42), b(42);
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(sample_token(logits, 50, p, a), sample_token(logits, 50, p, b));
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(sample_token(logits, 50, p, a), sample_token(logits, 50, p, b));
 }
 
 TEST(Sampler, RejectsOutOfRangeParameters) {
