@@ -4,16 +4,15 @@
 // a tiny KV cache loses nothing, bad requests get 4xx bodies, a client that hangs up
 // mid-stream frees everything, and many concurrent streams all finish.
 #include <gtest/gtest.h>
-#include <httplib.h>
-#include <signal.h>
-#include <sys/wait.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <set>
 #include <thread>
 
-#include "server/http_server.h"
+#include "server_harness.h"
 #include "test_util.h"
 
 namespace strata {
@@ -22,113 +21,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// One in-process server: model, scheduler, engine and HTTP front on a free loopback port.
-class Harness {
- public:
-  explicit Harness(SchedulerOptions sched = {}, int64_t max_total_tokens = 4096,
-                   int max_running = 16, const std::string& fixture = "llama")
-      : config_(ModelConfig::load(test::fixture_dir(fixture))) {
-    RunnerOptions ro = test::default_options(1, max_running);
-    ro.max_total_tokens = max_total_tokens;
-    runner_ = std::make_unique<ModelRunner>(config_, ro);
-    scheduler_ = std::make_unique<Scheduler>(*runner_, sched);
-    engine_ = std::make_unique<Engine>(*scheduler_, metrics_);
-    ServerOptions so;
-    so.port = 0;
-    so.served_model_name = "llama";
-    so.http_threads = 300;
-    http_ = std::make_unique<HttpServer>(ServerContext{*engine_, metrics_, nullptr, so});
-    port_ = http_->bind();
-    engine_->start();
-    thread_ = std::thread([this] { http_->serve(); });
-  }
-  ~Harness() {
-    engine_->shutdown();
-    http_->stop();
-    thread_.join();
-  }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
-    return c;
-  }
-  // POST with a JSON body; returns status and parsed body (null when not JSON).
-  std::pair<int, json> post(const std::string& path, const std::string& body) const {
-    auto res = client().Post(path.c_str(), body, "application/json");
-    if (!res) return {-1, json()};
-    return {res->status, json::parse(res->body, nullptr, false)};
-  }
-  std::pair<int, json> post(const std::string& path, const json& body) const {
-    return post(path, body.dump());
-  }
-  // A streamed POST: the JSON payload of every `data:` event, and whether [DONE] came last.
-  std::vector<json> stream(const std::string& path, const json& body, bool* done) const {
-    std::vector<json> events;
-    std::string buffer;
-    *done = false;
-    httplib::Request req;
-    req.method = "POST";
-    req.path = path;
-    req.body = body.dump();
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-      buffer.append(data, n);
-      for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
-        const std::string event = buffer.substr(0, end);
-        buffer.erase(0, end + 2);
-        EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
-        if (event == "data: [DONE]")
-          *done = true;
-        else
-          events.push_back(json::parse(event.substr(6)));
-      }
-      return true;
-    };
-    httplib::Response res;
-    httplib::Error err;
-    EXPECT_TRUE(client().send(req, res, err)) << httplib::to_string(err);
-    EXPECT_EQ(res.status, 200);
-    return events;
-  }
-  double metric(const std::string& name) const {
-    auto res = client().Get("/metrics");
-    EXPECT_TRUE(res && res->status == 200);
-    const std::string prefix = name + " ";
-    for (size_t pos = 0; res && pos < res->body.size();) {
-      const size_t end = res->body.find('\n', pos);
-      const std::string line = res->body.substr(pos, end - pos);
-      if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
-      pos = end == std::string::npos ? res->body.size() : end + 1;
-    }
-    ADD_FAILURE() << "no metric " << name;
-    return -1;
-  }
-  // Waits (bounded) until nothing runs or waits, then checks every page is back with the
-  // cache, and that flushing the cache empties the pool.
-  void expect_pools_empty() const {
-    for (int i = 0;
-         i < 200 && (metric("strata:num_running_reqs") > 0 || metric("strata:num_queue_reqs") > 0);
-         ++i)
-      std::this_thread::sleep_for(25ms);
-    EXPECT_EQ(metric("strata:num_running_reqs"), 0);
-    EXPECT_EQ(metric("strata:num_queue_reqs"), 0);
-    EXPECT_EQ(metric("strata:num_used_tokens"), metric("strata:radix_cache_tokens"));
-    auto res = client().Post("/flush_cache", "", "text/plain");
-    ASSERT_TRUE(res);
-    EXPECT_EQ(res->status, 200) << res->body;
-    EXPECT_EQ(metric("strata:num_used_tokens"), 0);
-  }
-
- private:
-  ModelConfig config_;
-  std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<Scheduler> scheduler_;
-  ServerMetrics metrics_;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<HttpServer> http_;
-  std::thread thread_;
-  int port_ = 0;
-};
+using test::Harness;
 
 json greedy_generate(const std::vector<int>& ids, int n, bool stream = false) {
   return {{"input_ids", ids},
@@ -350,6 +243,38 @@ TEST(Server, AClientThatHangsUpMidStreamFreesEverything) {
   h.expect_pools_empty();
 }
 
+// A non-streamed request writes nothing until it ends, so the server watches the connection
+// itself: a client that closes it mid-request aborts the request, which frees all it held.
+TEST(Server, AClientThatHangsUpOnAWholeAnswerFreesEverything) {
+  Harness h;
+  json body = greedy_completion({4, 5, 6}, 240);
+  body["n"] = 16;  // 16 x 240 tokens: long enough to be seen running
+  const std::string text = body.dump();
+  const std::string request =
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/json\r\nContent-Length: " +
+      std::to_string(text.size()) + "\r\n\r\n" + text;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(h.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  for (int i = 0; i < 400 && h.metric("strata:num_running_reqs") < 16; ++i)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(h.metric("strata:num_running_reqs"), 16);
+  close(fd);  // hang up before any answer
+  for (int i = 0; i < 200 && h.metric("strata:num_aborted_requests_total") < 16; ++i)
+    std::this_thread::sleep_for(25ms);
+  EXPECT_EQ(h.metric("strata:num_aborted_requests_total"), 16);
+  EXPECT_LT(h.metric("strata:generation_tokens_total"), 16 * 240);
+  h.expect_pools_empty();
+  // The server is unharmed.
+  EXPECT_EQ(h.post("/v1/completions", greedy_completion({4, 5, 6}, 3)).first, 200);
+}
+
 TEST(Server, ManyConcurrentStreamsAllFinishWhole) {
   SchedulerOptions o;
   Harness h(o, 4096, 64);
@@ -387,40 +312,15 @@ TEST(Server, ServeCommandMatchesGenerateAndStopsOnSigterm) {
       << err;
   const auto expected = json::parse(out)["output_ids"];
 
-  int pipe_fd[2];
-  ASSERT_EQ(pipe(pipe_fd), 0);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    dup2(pipe_fd[1], STDERR_FILENO);
-    close(pipe_fd[0]);
-    execl(STRATA_BINARY, STRATA_BINARY, "serve", "--model", model.c_str(), "--port", "0",
-          "--threads", "2", "--context-length", "256", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(pipe_fd[1]);
-  std::string log;
-  int port = 0;
-  char buf[256];
-  for (ssize_t n;
-       port == 0 && (n = read(pipe_fd[0], buf, sizeof(buf))) > 0;) {  // ends with the child
-    log.append(buf, n);
-    const size_t at = log.find("listening on http://127.0.0.1:");
-    if (at != std::string::npos && log.find(' ', at + 30) != std::string::npos) {
-      port = std::stoi(log.substr(at + 30));
-    }
-  }
-  ASSERT_GT(port, 0) << log;
+  test::ServeProcess serve("--model " + model + " --threads 2 --context-length 256");
+  const int port = serve.port();
+  ASSERT_GT(port, 0) << serve.log();
   httplib::Client c("127.0.0.1", port);
   auto res =
       c.Post("/v1/completions", greedy_completion({3, 17, 42, 8}, 8).dump(), "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(json::parse(res->body)["choices"][0]["token_ids"], expected);
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  close(pipe_fd[0]);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
+  EXPECT_EQ(serve.stop(), 0) << serve.log();
 }
 
 }  // namespace strata

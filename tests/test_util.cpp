@@ -121,11 +121,14 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 }
 
 int run_strata(const std::string& args, std::string* out, std::string* err) {
+  return run_command(std::string(STRATA_BINARY) + " " + args, out, err);
+}
+
+int run_command(const std::string& command, std::string* out, std::string* err) {
   namespace fs = std::filesystem;
   const fs::path tmp = fs::temp_directory_path() / ("strata_test_" + std::to_string(::getpid()) +
                                                     "_" + std::to_string(std::rand()));
-  const std::string cmd = std::string(STRATA_BINARY) + " " + args + " >" + tmp.string() +
-                          ".out 2>" + tmp.string() + ".err";
+  const std::string cmd = command + " >" + tmp.string() + ".out 2>" + tmp.string() + ".err";
   const int status = std::system(cmd.c_str());
   auto slurp = [](const std::string& p) {
     std::ifstream f(p);

@@ -38,5 +38,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b);
 
 // Runs the strata binary with `args`; returns exit code, fills stdout/stderr.
 int run_strata(const std::string& args, std::string* out, std::string* err);
+// Runs a shell command line; returns its exit code, fills stdout/stderr.
+int run_command(const std::string& command, std::string* out, std::string* err);
 
 }  // namespace strata::test

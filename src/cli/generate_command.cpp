@@ -208,7 +208,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
                   "prompt text, encoded with the model's tokenizer (adding BOS etc.)");
   cmd->add_option("--chat", flags->chat,
                   "a user message, rendered through the model's chat template");
-  cmd->add_option("--tokenizer", flags->tokenizer,
+  cmd->add_option("--tokenizer-path,--tokenizer", flags->tokenizer,
                   "directory with tokenizer.json (default: --model)");
   cmd->add_option("--max-new-tokens", flags->max_new_tokens, "tokens to generate per prompt");
   cmd->add_option("--temperature", flags->temperature, "0 = greedy");

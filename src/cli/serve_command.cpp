@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "runtime/scheduler.h"
 #include "server/http_server.h"
+#include "server/tokenizer_codec.h"
 
 namespace strata::cli {
 
@@ -22,6 +23,7 @@ namespace {
 
 struct ServeFlags {
   ModelFlags model;
+  std::string tokenizer_path;  // default: the model directory, when it has tokenizer.json
   std::string host = "127.0.0.1";
   int port = 30000;
   std::string served_model_name;
@@ -59,6 +61,38 @@ extern "C" void request_stop(int) {
   g_stop_requested = 1;
 }
 
+// The tokenizer: --tokenizer-path, or the model directory's when it has one. Null (token ids
+// only) when neither; a problem is added when --tokenizer-path cannot be loaded.
+std::unique_ptr<TokenizerCodec> load_tokenizer(const ServeFlags& f, const ModelConfig& config,
+                                               std::vector<std::string>& problems) {
+  namespace fs = std::filesystem;
+  const bool given = !f.tokenizer_path.empty();
+  const std::string dir = given ? f.tokenizer_path : f.model.model;
+  if (!given && !fs::exists(fs::path(dir) / "tokenizer.json")) {
+    std::fprintf(stderr,
+                 "strata serve: %s has no tokenizer.json: serving token ids only (text prompts, "
+                 "chat and stop strings need --tokenizer-path DIR)\n",
+                 dir.c_str());
+    return nullptr;
+  }
+  std::unique_ptr<TokenizerCodec> codec;
+  try {
+    codec = TokenizerCodec::load(dir);
+  } catch (const Error& e) {
+    problems.push_back(fmt::format("--tokenizer-path: {}", e.what()));
+    return nullptr;
+  }
+  if (codec->tokenizer().vocab_size() > config.vocab_size)
+    std::fprintf(stderr,
+                 "strata serve: warning: the tokenizer at %s has %d ids but the model only %d; "
+                 "text that encodes to the extra ids is refused (is it this model's tokenizer?)\n",
+                 dir.c_str(), codec->tokenizer().vocab_size(), config.vocab_size);
+  if (!codec->chat_template_problem().empty())
+    std::fprintf(stderr, "strata serve: no chat completions: %s\n",
+                 codec->chat_template_problem().c_str());
+  return codec;
+}
+
 int run(const ServeFlags& f) {
   struct sigaction action {};
   action.sa_handler = request_stop;
@@ -68,6 +102,7 @@ int run(const ServeFlags& f) {
 
   const ModelConfig config = ModelConfig::load(f.model.model);
   auto problems = serve_problems(f);
+  const std::unique_ptr<TokenizerCodec> codec = load_tokenizer(f, config, problems);
   RunnerOptions options;
   try {
     options = f.model.runner_options();
@@ -85,6 +120,10 @@ int run(const ServeFlags& f) {
   sched.init_new_token_ratio = std::min(1.0, 0.7 * f.schedule_conservativeness);
   sched.min_new_token_ratio = std::min(1.0, 0.14 * f.schedule_conservativeness);
   sched.eos_token_ids = load_eos_token_ids(config);
+  if (codec && codec->eos_token_id() && *codec->eos_token_id() < config.vocab_size &&
+      std::find(sched.eos_token_ids.begin(), sched.eos_token_ids.end(), *codec->eos_token_id()) ==
+          sched.eos_token_ids.end())
+    sched.eos_token_ids.push_back(*codec->eos_token_id());
 
   ServerOptions so;
   so.host = f.host;
@@ -101,8 +140,9 @@ int run(const ServeFlags& f) {
   ServerMetrics metrics;
   ModelRunner runner(config, options);
   Scheduler scheduler(runner, sched);
+  if (codec) scheduler.set_detokenizer([&codec](bool skip) { return codec->stream(skip); });
   auto engine = std::make_unique<Engine>(scheduler, metrics);
-  HttpServer http(ServerContext{*engine, metrics, nullptr, so});
+  HttpServer http(ServerContext{*engine, metrics, codec.get(), so});
   const int port = http.bind();
   engine->start();
 
@@ -136,6 +176,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       "serve", "serve a model over HTTP (OpenAI-compatible and SGLang's /generate)");
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   flags->model.add_to(*cmd);
+  cmd->add_option("--tokenizer-path", flags->tokenizer_path,
+                  "directory with tokenizer.json (and tokenizer_config.json: chat template, EOS); "
+                  "default: --model when it has one, else token ids only");
   cmd->add_option("--host", flags->host, "address to listen on");
   cmd->add_option("--port", flags->port, "port to listen on (0: any free port, printed at start)");
   cmd->add_option("--served-model-name", flags->served_model_name,

@@ -27,6 +27,10 @@ struct Scheduler::Req {
   std::mt19937_64 rng;
   RequestOutput out;  // accumulated since the last output was taken
   bool finished = false;
+  // Stop strings: the output's text stream, and the end of its text that a stop string
+  // completed by a later token could still begin in.
+  std::unique_ptr<TextStream> text;
+  std::string text_tail;
 
   int generated() const { return static_cast<int>(tokens.size()) - prompt_len; }
   bool prefilling() const { return cached < prefill_end; }
@@ -63,10 +67,10 @@ void Scheduler::validate(const ServeRequest& r) const {
   if (r.top_logprobs > vocab)
     throw RequestError(
         fmt::format("top_logprobs {} exceeds the vocabulary size {}", r.top_logprobs, vocab));
-  if (!r.stop_strings.empty() && !detokenize_)
+  if (!r.stop_strings.empty() && !make_text_stream_)
     throw RequestError(
-        "stop strings need a tokenizer, and this model directory has none; "
-        "use stop_token_ids instead");
+        "stop strings need a tokenizer, and this server has none (no tokenizer.json in the "
+        "model directory); start it with --tokenizer-path DIR, or use stop_token_ids instead");
   const int64_t total = static_cast<int64_t>(r.input_ids.size()) + r.sampling.max_new_tokens;
   if (total > runner_.max_context_len())
     throw RequestError(
@@ -244,15 +248,30 @@ void Scheduler::sample(Req& r, const float* logits) {
     r.out.matched_stop_token = token;
     return finish(r, "stop");
   }
+  // Before the length check: text cut at a stop string ends with "stop" even on the last token.
+  if (matches_stop_string(r, token)) return finish(r, "stop");
   if (r.generated() >= q.sampling.max_new_tokens) return finish(r, "length");
-  if (!q.stop_strings.empty()) {
-    const std::string text = detokenize_({r.tokens.begin() + r.prompt_len, r.tokens.end()});
-    for (const auto& s : q.stop_strings)
-      if (!s.empty() && text.find(s) != std::string::npos) {
-        r.out.matched_stop_string = s;
-        return finish(r, "stop");
-      }
+}
+
+// Feeds `token` to the request's text stream; true when the text now holds a stop string
+// (recorded in the output). Only the new text and the tail before it are searched, so a long
+// output costs no more per token than a short one.
+bool Scheduler::matches_stop_string(Req& r, int token) {
+  const ServeRequest& q = r.request;
+  if (q.stop_strings.empty()) return false;
+  if (!r.text) r.text = make_text_stream_(q.skip_special_tokens);
+  r.text_tail += r.text->step(token);
+  size_t longest = 0;
+  for (const auto& s : q.stop_strings) {
+    longest = std::max(longest, s.size());
+    if (!s.empty() && r.text_tail.find(s) != std::string::npos) {
+      r.out.matched_stop_string = s;
+      return true;
+    }
   }
+  const size_t keep = longest > 0 ? longest - 1 : 0;
+  if (r.text_tail.size() > keep) r.text_tail.erase(0, r.text_tail.size() - keep);
+  return false;
 }
 
 RequestOutput Scheduler::take_output(Req& r) {

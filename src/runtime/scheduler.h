@@ -19,6 +19,7 @@
 #include "cache/radix_cache.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
+#include "runtime/text_stream.h"
 
 namespace strata {
 
@@ -38,7 +39,8 @@ struct ServeRequest {
   std::vector<int> input_ids;
   SamplingParams sampling;
   int top_logprobs = -1;  // -1: no logprobs; 0: the chosen token's; k: also the k most likely
-  std::vector<std::string> stop_strings;
+  std::vector<std::string> stop_strings;  // matched on the decoded output text
+  bool skip_special_tokens = true;        // of that text (and of the server's)
   bool return_logits = false;  // the full logits row behind each token (tests, debugging)
 };
 
@@ -79,9 +81,11 @@ class Scheduler {
   // Empties the prefix cache; false when requests are in flight (nothing changes then).
   bool flush_cache();
   SchedulerStats stats() const;
-  // Turns token ids into text, for stop strings; without it stop strings are refused.
-  void set_detokenizer(std::function<std::string(const std::vector<int>&)> detokenize) {
-    detokenize_ = std::move(detokenize);
+  // Makes the text stream of a request's output (argument: skip_special_tokens), for stop
+  // strings; without it requests with stop strings are refused.
+  using TextStreamFactory = std::function<std::unique_ptr<TextStream>(bool)>;
+  void set_detokenizer(TextStreamFactory make_text_stream) {
+    make_text_stream_ = std::move(make_text_stream);
   }
   const ModelRunner& runner() const { return runner_; }
   // The most tokens (prompt + output) one request may hold: the context length, or the whole
@@ -95,6 +99,7 @@ class Scheduler {
   int try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Req*>& members);
   void retract_until_decode_fits();
   void sample(Req& r, const float* logits);
+  bool matches_stop_string(Req& r, int token);
   void share_prompt(Req& r);
   void finish(Req& r, const std::string& reason);
   void release(Req& r);
@@ -104,7 +109,7 @@ class Scheduler {
   SchedulerOptions options_;
   TokenMemory& memory_;
   std::unique_ptr<RadixCache> cache_;  // null with --disable-radix-cache
-  std::function<std::string(const std::vector<int>&)> detokenize_;
+  TextStreamFactory make_text_stream_;
   std::deque<std::unique_ptr<Req>> waiting_;
   std::vector<std::unique_ptr<Req>> running_;  // in admission order
   std::vector<std::unique_ptr<Req>> pending_;  // finished, their last output not yet returned

@@ -8,8 +8,6 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <random>
-#include <thread>
 
 #include "core/error.h"
 #include "server/request_parsing.h"
@@ -19,89 +17,8 @@ namespace strata {
 using namespace std::chrono_literals;
 
 namespace {
+
 constexpr int kListenBacklog = 1024;
-}
-
-bool pump(Engine& engine, const std::vector<std::shared_ptr<RequestStream>>& streams,
-          const std::function<bool(size_t, RequestOutput&)>& on_output) {
-  std::vector<bool> done(streams.size(), false);
-  size_t remaining = streams.size();
-  while (remaining > 0) {
-    bool got = false;
-    for (size_t i = 0; i < streams.size(); ++i) {
-      RequestOutput o;
-      // One stream left: block on it; several: poll each in turn.
-      while (!done[i] && streams[i]->next(o, remaining == 1 ? 50ms : 0ms)) {
-        got = true;
-        if (o.finished) {
-          done[i] = true;
-          --remaining;
-        }
-        if (!on_output(i, o)) {
-          for (size_t k = 0; k < streams.size(); ++k)
-            if (!done[k]) engine.abort(streams[k]->id());
-          return false;
-        }
-      }
-    }
-    if (!got && remaining > 1) std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
-std::string TextTracker::advance(const std::vector<int>& new_ids, bool finished,
-                                 const std::string& matched_stop) {
-  ids_.insert(ids_.end(), new_ids.begin(), new_ids.end());
-  if (!codec_) return "";
-  std::string text = codec_->decode(ids_);
-  size_t safe = text.size();
-  if (finished) {
-    if (!matched_stop.empty())
-      safe = std::min(safe, text.find(matched_stop));  // OpenAI drops the stop
-  } else {
-    // A trailing U+FFFD is an incomplete UTF-8 sequence that the next token may complete.
-    while (safe >= 3 && text.compare(safe - 3, 3, "\xEF\xBF\xBD") == 0) safe -= 3;
-    // Text that could still become the start of a stop string waits.
-    size_t longest = 0;
-    for (const auto& s : stops_) longest = std::max(longest, s.size());
-    if (longest > 1) safe = safe >= longest - 1 ? safe - (longest - 1) : 0;
-    while (safe > sent_ && safe < text.size() &&
-           (static_cast<unsigned char>(text[safe]) & 0xC0) == 0x80)
-      --safe;
-  }
-  if (safe <= sent_) return "";
-  std::string delta = text.substr(sent_, safe - sent_);
-  sent_ = safe;
-  return delta;
-}
-
-bool sse_send(httplib::DataSink& sink, const std::string& payload) {
-  const std::string event = "data: " + payload + "\n\n";
-  return sink.write(event.data(), event.size());
-}
-
-void respond_sse(httplib::Response& res, std::function<void(httplib::DataSink&)> body) {
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream",
-                                   [body = std::move(body)](size_t, httplib::DataSink& sink) {
-                                     body(sink);
-                                     sink.done();
-                                     return true;
-                                   });
-}
-
-uint64_t fresh_seed() {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard lk(mu);
-  return rng();
-}
-
-std::string random_id(const std::string& prefix) {
-  return fmt::format("{}{:016x}", prefix, fresh_seed());
-}
-
-namespace {
 
 template <typename Fn>
 httplib::Server::Handler guarded(Fn fn) {
@@ -132,7 +49,7 @@ json finish_reason_json(const RequestOutput& o) {
 ServeRequest parse_generate(const ServerContext& ctx, const json& body) {
   reject_unknown_fields(body,
                         {"text", "input_ids", "sampling_params", "stream", "return_logprob",
-                         "top_logprobs_num", "rid"},
+                         "top_logprobs_num", "return_text_in_logprobs", "rid"},
                         "the request");
   ServeRequest r;
   const bool has_text = body.contains("text") && !body["text"].is_null();
@@ -147,13 +64,11 @@ ServeRequest parse_generate(const ServerContext& ctx, const json& body) {
           "input_ids");
     r.input_ids = to_token_ids(body["input_ids"], "input_ids");
   } else {
-    const auto text = get_string(body, "text");
-    if (!ctx.codec)
+    if (body["text"].is_array())
       throw HttpError(
-          400,
-          "this model directory has no tokenizer, so 'text' cannot be encoded; send 'input_ids'",
+          400, "batched 'text' (a list of strings) is not supported; send one prompt per request",
           "text");
-    r.input_ids = ctx.codec->encode(*text);
+    r.input_ids = encode_prompt(ctx, *get_string(body, "text"), true, "text");
   }
   json sp = body.value("sampling_params", json::object());
   if (sp.is_null()) sp = json::object();
@@ -161,7 +76,7 @@ ServeRequest parse_generate(const ServerContext& ctx, const json& body) {
     throw HttpError(400, "'sampling_params' must be an object", "sampling_params");
   reject_unknown_fields(sp,
                         {"max_new_tokens", "temperature", "top_p", "top_k", "seed", "stop",
-                         "stop_token_ids", "ignore_eos"},
+                         "stop_token_ids", "ignore_eos", "skip_special_tokens"},
                         "sampling_params");
   r.sampling.max_new_tokens = static_cast<int>(
       std::clamp<int64_t>(get_integer(sp, "max_new_tokens").value_or(128), -1, INT32_MAX));
@@ -173,10 +88,11 @@ ServeRequest parse_generate(const ServerContext& ctx, const json& body) {
   r.sampling.top_k = top_k < 0 ? 0 : static_cast<int>(std::min<int64_t>(top_k, INT32_MAX));
   const auto seed = get_integer(sp, "seed");
   r.sampling.seed = seed ? static_cast<uint64_t>(*seed) : fresh_seed();
-  r.stop_strings = get_string_or_list(sp, "stop");
+  r.stop_strings = get_stop_strings(sp, "stop");
   if (sp.contains("stop_token_ids") && !sp["stop_token_ids"].is_null())
     r.sampling.stop_token_ids = to_token_ids(sp["stop_token_ids"], "stop_token_ids");
   r.sampling.stop_at_eos = !get_bool(sp, "ignore_eos").value_or(false);
+  r.skip_special_tokens = get_bool(sp, "skip_special_tokens").value_or(true);
   if (get_bool(body, "return_logprob").value_or(false))
     r.top_logprobs = static_cast<int>(
         std::clamp<int64_t>(get_integer(body, "top_logprobs_num").value_or(0), 0, INT32_MAX));
@@ -187,18 +103,24 @@ void handle_generate(ServerContext& ctx, const httplib::Request& req, httplib::R
   const json body = parse_body(req.body);
   ServeRequest r = parse_generate(ctx, body);
   const bool stream = get_bool(body, "stream").value_or(false);
+  const bool logprob_text = get_bool(body, "return_text_in_logprobs").value_or(false);
   const int top_n = r.top_logprobs;
   auto handle = ctx.engine.submit(r);
   const auto start = std::chrono::steady_clock::now();
   auto state = std::make_shared<std::pair<TextTracker, json>>(
-      TextTracker(ctx.codec, r.stop_strings), json::object());
-  auto update = [&ctx, state, top_n, start](RequestOutput& o) {
+      TextTracker(ctx.codec, r.stop_strings, r.skip_special_tokens), json::object());
+  // SGLang's logprob triple: (logprob, token id, token text or null).
+  auto triple = [&ctx, logprob_text](float logprob, int id) {
+    return json::array(
+        {logprob, id, logprob_text && ctx.codec ? json(ctx.codec->token_text(id)) : json()});
+  };
+  auto update = [&ctx, state, top_n, start, triple](RequestOutput& o) {
     auto& [text, reply] = *state;
     if (!reply.contains("output_ids"))
       reply = {{"output_ids", json::array()}, {"meta_info", json::object()}};
     if (ctx.codec && !reply.contains("text")) reply["text"] = "";
     for (int id : o.token_ids) reply["output_ids"].push_back(id);
-    const std::string delta = text.advance(o.token_ids, o.finished, o.matched_stop_string);
+    const std::string delta = text.advance(o.token_ids, o.finished, !o.matched_stop_string.empty());
     if (ctx.codec) reply["text"] = reply["text"].get<std::string>() + delta;
     json& meta = reply["meta_info"];
     meta["prompt_tokens"] = o.prompt_tokens;
@@ -211,26 +133,34 @@ void handle_generate(ServerContext& ctx, const httplib::Request& req, httplib::R
       if (!meta.contains("output_token_logprobs")) meta["output_token_logprobs"] = json::array();
       if (!meta.contains("output_top_logprobs")) meta["output_top_logprobs"] = json::array();
       for (const auto& lp : o.logprobs) {
-        meta["output_token_logprobs"].push_back(json::array({lp.logprob, lp.token, nullptr}));
+        meta["output_token_logprobs"].push_back(triple(lp.logprob, lp.token));
         json top = json::array();
-        for (const auto& [id, v] : lp.top) top.push_back(json::array({v, id, nullptr}));
+        for (const auto& [id, v] : lp.top) top.push_back(triple(v, id));
         meta["output_top_logprobs"].push_back(top);
       }
     }
   };
+  auto watch = std::make_shared<ConnectionWatch>(req);
   if (!stream) {
-    pump(ctx.engine, {handle}, [&](size_t, RequestOutput& o) {
-      update(o);
-      return true;
-    });
+    const bool whole = pump(
+        ctx.engine, {handle},
+        [&](size_t, RequestOutput& o) {
+          update(o);
+          return true;
+        },
+        watch.get());
+    if (!whole) return client_gone(res);
     res.set_content(state->second.dump(), "application/json");
     return;
   }
-  respond_sse(res, [&ctx, handle, update, state](httplib::DataSink& sink) {
-    const bool whole = pump(ctx.engine, {handle}, [&](size_t, RequestOutput& o) {
-      update(o);
-      return sse_send(sink, state->second.dump());  // cumulative, as SGLang streams /generate
-    });
+  respond_sse(res, [&ctx, handle, update, state, watch](httplib::DataSink& sink) {
+    const bool whole = pump(
+        ctx.engine, {handle},
+        [&](size_t, RequestOutput& o) {
+          update(o);
+          return sse_send(sink, state->second.dump());  // cumulative, as SGLang streams /generate
+        },
+        watch.get());
     if (whole) sse_send(sink, "[DONE]");
   });
 }

@@ -1,7 +1,9 @@
 // OpenAI-compatible POST /v1/completions and POST /v1/chat/completions: non-streamed
 // answers and server-sent-event streams ending in `data: [DONE]`, with n, max_tokens,
-// temperature, top_p, top_k, seed, stop, logprobs / top_logprobs and usage. Prompts given
-// as token-id arrays work without a tokenizer; each choice also carries its `token_ids`.
+// temperature, top_p, top_k, seed, stop, logprobs / top_logprobs and usage, plus vLLM's and
+// SGLang's skip_special_tokens, ignore_eos, stop_token_ids and chat_template_kwargs. Text
+// prompts and chat messages go through the server's tokenizer and chat template; prompts
+// given as token-id arrays work without one. Each choice also carries its `token_ids`.
 #include <httplib.h>
 
 #include <ctime>
@@ -48,13 +50,8 @@ std::vector<std::vector<int>> completion_prompts(const ServerContext& ctx, const
   if (!body.contains("prompt") || body["prompt"].is_null())
     throw HttpError(400, "'prompt' is required", "prompt");
   const json& p = body["prompt"];
-  auto encode = [&](const json& text) -> std::vector<int> {
-    if (!ctx.codec)
-      throw HttpError(400,
-                      "this model directory has no tokenizer, so a text prompt cannot be encoded; "
-                      "send the prompt as a list of token ids",
-                      "prompt");
-    return ctx.codec->encode(text.get<std::string>());
+  auto encode = [&](const json& text) {
+    return encode_prompt(ctx, text.get<std::string>(), /*add_special_tokens=*/true, "prompt");
   };
   if (p.is_string()) return {encode(p)};
   if (!p.is_array() || p.empty())
@@ -74,31 +71,80 @@ std::vector<std::vector<int>> completion_prompts(const ServerContext& ctx, const
   return prompts;
 }
 
-std::vector<int> chat_prompt(const ServerContext& ctx, const json& body) {
+// The messages as chat templates expect them: `content` a string. OpenAI's list of content
+// parts is joined when every part is text; other parts (images, audio) are refused.
+json chat_messages(const json& body) {
   const auto it = body.find("messages");
   if (it == body.end() || !it->is_array() || it->empty())
     throw HttpError(400, "'messages' must be a non-empty list of {\"role\", \"content\"} objects",
                     "messages");
-  for (const auto& m : *it)
+  json messages = *it;
+  for (auto& m : messages) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       throw HttpError(400, "each message must be an object with a string 'role' and its 'content'",
                       "messages");
+    json& content = m["content"];
+    if (content.is_null() || content.is_string()) continue;
+    if (!content.is_array())
+      throw HttpError(400, "a message's 'content' must be a string or a list of text parts",
+                      "messages");
+    std::string text;
+    for (const auto& part : content) {
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+          !part["text"].is_string())
+        throw HttpError(400,
+                        "this server takes only text content parts ({\"type\": \"text\", "
+                        "\"text\": ...}) in messages",
+                        "messages");
+      text += part["text"].get<std::string>();
+    }
+    content = text;
+  }
+  return messages;
+}
+
+std::vector<int> chat_prompt(const ServerContext& ctx, const json& body) {
+  const json messages = chat_messages(body);
   if (!ctx.codec)
     throw HttpError(400,
-                    "this model directory has no tokenizer (and so no chat template); use "
+                    "this server has no tokenizer and so no chat template (its model directory "
+                    "has no tokenizer.json); start it with --tokenizer-path DIR, or use "
                     "/v1/completions with the prompt as token ids",
                     "messages");
-  return ctx.codec->encode(ctx.codec->apply_chat_template(*it));
+  json extra = json::object();
+  if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
+    extra = body["chat_template_kwargs"];
+    if (!extra.is_object())
+      throw HttpError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
+  }
+  // As transformers' apply_chat_template: the template writes the special tokens itself.
+  return encode_prompt(ctx, ctx.codec->apply_chat_template(messages, extra),
+                       /*add_special_tokens=*/false, "messages");
 }
 
 CompletionRequest parse(const ServerContext& ctx, const json& body, bool chat) {
-  static const std::set<std::string> common = {
-      "model",  "max_tokens",       "temperature",       "top_p", "top_k",          "n",
-      "stream", "stream_options",   "logprobs",          "stop",  "stop_token_ids", "ignore_eos",
-      "seed",   "presence_penalty", "frequency_penalty", "user",  "logit_bias"};
+  static const std::set<std::string> common = {"model",
+                                               "max_tokens",
+                                               "temperature",
+                                               "top_p",
+                                               "top_k",
+                                               "n",
+                                               "stream",
+                                               "stream_options",
+                                               "logprobs",
+                                               "stop",
+                                               "stop_token_ids",
+                                               "ignore_eos",
+                                               "seed",
+                                               "presence_penalty",
+                                               "frequency_penalty",
+                                               "user",
+                                               "logit_bias",
+                                               "skip_special_tokens"};
   std::set<std::string> known = common;
   static const std::vector<std::string> chat_only = {
-      "messages", "top_logprobs", "max_completion_tokens", "tools", "tool_choice"};
+      "messages", "top_logprobs", "max_completion_tokens",
+      "tools",    "tool_choice",  "chat_template_kwargs"};
   static const std::vector<std::string> completion_only = {"prompt", "echo", "best_of", "suffix"};
   for (const auto& k : chat ? chat_only : completion_only) known.insert(k);
   reject_unknown_fields(body, known, "the request");
@@ -146,13 +192,14 @@ CompletionRequest parse(const ServerContext& ctx, const json& body, bool chat) {
   if (max_tokens && *max_tokens < 1)
     throw HttpError(400, fmt::format("'{}' must be at least 1, got {}", max_key, *max_tokens),
                     max_key);
-  const auto stops = get_string_or_list(body, "stop");
+  const auto stops = get_stop_strings(body, "stop");
   if (stops.size() > 4) throw HttpError(400, "'stop' holds at most 4 strings", "stop");
   std::vector<int> stop_ids;
   if (body.contains("stop_token_ids") && !body["stop_token_ids"].is_null())
     stop_ids = to_token_ids(body["stop_token_ids"], "stop_token_ids");
   const auto seed = get_integer(body, "seed");
   const int64_t top_k = get_integer(body, "top_k").value_or(-1);
+  const bool skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(true);
 
   const auto prompts =
       chat ? std::vector<std::vector<int>>{chat_prompt(ctx, body)} : completion_prompts(ctx, body);
@@ -174,6 +221,7 @@ CompletionRequest parse(const ServerContext& ctx, const json& body, bool chat) {
       r.sampling.stop_token_ids = stop_ids;
       r.sampling.stop_at_eos = !get_bool(body, "ignore_eos").value_or(false);
       r.stop_strings = stops;
+      r.skip_special_tokens = skip_special_tokens;
       r.top_logprobs = top;
       c.choices.push_back(std::move(r));
     }
@@ -181,8 +229,9 @@ CompletionRequest parse(const ServerContext& ctx, const json& body, bool chat) {
   return c;
 }
 
+// Without a tokenizer, tokens are named as vLLM's return_tokens_as_token_ids names them.
 std::string token_name(const ServerContext& ctx, int id) {
-  return ctx.codec ? ctx.codec->decode({id}) : fmt::format("token_id:{}", id);
+  return ctx.codec ? ctx.codec->token_text(id) : fmt::format("token_id:{}", id);
 }
 
 json bytes_of(const std::string& s) {
@@ -271,8 +320,15 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       chat ? (c->stream ? "chat.completion.chunk" : "chat.completion") : "text_completion";
   auto choices = std::make_shared<std::vector<Choice>>();
   for (const auto& r : c->choices)
-    choices->push_back(
-        Choice{TextTracker(ctx.codec, r.stop_strings), {}, {}, 0, {}, {}, 0, 0, false});
+    choices->push_back(Choice{TextTracker(ctx.codec, r.stop_strings, r.skip_special_tokens),
+                              {},
+                              {},
+                              0,
+                              {},
+                              {},
+                              0,
+                              0,
+                              false});
   auto header = [&ctx, id, created, object]() {
     return json{{"id", id},
                 {"object", object},
@@ -282,7 +338,8 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   // Folds one output into its choice; returns the delta text.
   auto absorb = [choices](size_t k, RequestOutput& o) {
     Choice& ch = (*choices)[k];
-    const std::string delta = ch.text.advance(o.token_ids, o.finished, o.matched_stop_string);
+    const std::string delta =
+        ch.text.advance(o.token_ids, o.finished, !o.matched_stop_string.empty());
     ch.full_text += delta;
     ch.completion_tokens = o.completion_tokens;
     ch.cached_tokens = o.cached_tokens;
@@ -302,13 +359,18 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     return usage_json(*c, completion, cached);
   };
 
+  auto watch = std::make_shared<ConnectionWatch>(req);
   if (!c->stream) {
-    pump(ctx.engine, streams, [&](size_t k, RequestOutput& o) {
-      absorb(k, o);
-      auto& lps = (*choices)[k].logprobs;
-      lps.insert(lps.end(), o.logprobs.begin(), o.logprobs.end());
-      return true;
-    });
+    const bool whole = pump(
+        ctx.engine, streams,
+        [&](size_t k, RequestOutput& o) {
+          absorb(k, o);
+          auto& lps = (*choices)[k].logprobs;
+          lps.insert(lps.end(), o.logprobs.begin(), o.logprobs.end());
+          return true;
+        },
+        watch.get());
+    if (!whole) return client_gone(res);
     json reply = header();
     reply["choices"] = json::array();
     for (size_t k = 0; k < choices->size(); ++k) {
@@ -329,32 +391,36 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     return;
   }
 
-  respond_sse(res, [&ctx, c, streams, choices, header, absorb, usage,
-                    chat](httplib::DataSink& sink) {
-    const bool whole = pump(ctx.engine, streams, [&](size_t k, RequestOutput& o) {
-      Choice& ch = (*choices)[k];
-      json chunk = header();
-      if (chat && !ch.role_sent) {  // the first chunk of a chat choice names the role
-        ch.role_sent = true;
-        chunk["choices"] = json::array({{{"index", k},
-                                         {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                         {"logprobs", nullptr},
-                                         {"finish_reason", nullptr}}});
-        if (!sse_send(sink, chunk.dump())) return false;
-      }
-      const std::string delta = absorb(k, o);
-      json choice = {{"index", k}, {"token_ids", o.token_ids}};
-      if (chat)
-        choice["delta"] = delta.empty() && o.finished ? json::object() : json{{"content", delta}};
-      else
-        choice["text"] = delta;
-      choice["logprobs"] =
-          c->logprobs ? logprobs_json(ctx, o.logprobs, chat, ch.text_offset) : json();
-      choice["finish_reason"] = o.finished ? json(ch.finish_reason) : json();
-      if (o.finished) choice["matched_stop"] = ch.matched_stop;
-      chunk["choices"] = json::array({choice});
-      return sse_send(sink, chunk.dump());
-    });
+  respond_sse(res, [&ctx, c, streams, choices, header, absorb, usage, chat,
+                    watch](httplib::DataSink& sink) {
+    const bool whole = pump(
+        ctx.engine, streams,
+        [&](size_t k, RequestOutput& o) {
+          Choice& ch = (*choices)[k];
+          json chunk = header();
+          if (chat && !ch.role_sent) {  // the first chunk of a chat choice names the role
+            ch.role_sent = true;
+            chunk["choices"] = json::array({{{"index", k},
+                                             {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                             {"logprobs", nullptr},
+                                             {"finish_reason", nullptr}}});
+            if (!sse_send(sink, chunk.dump())) return false;
+          }
+          const std::string delta = absorb(k, o);
+          json choice = {{"index", k}, {"token_ids", o.token_ids}};
+          if (chat)
+            choice["delta"] =
+                delta.empty() && o.finished ? json::object() : json{{"content", delta}};
+          else
+            choice["text"] = delta;
+          choice["logprobs"] =
+              c->logprobs ? logprobs_json(ctx, o.logprobs, chat, ch.text_offset) : json();
+          choice["finish_reason"] = o.finished ? json(ch.finish_reason) : json();
+          if (o.finished) choice["matched_stop"] = ch.matched_stop;
+          chunk["choices"] = json::array({choice});
+          return sse_send(sink, chunk.dump());
+        },
+        watch.get());
     if (!whole) return;
     if (c->include_usage) {
       json chunk = header();

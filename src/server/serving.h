@@ -1,7 +1,8 @@
 #pragma once
-// What the route handlers share: the server's context, waiting on several request streams
-// at once, turning token ids into text for a client (stop strings cut, incomplete UTF-8
-// held back), and server-sent events.
+// What the route handlers share (serving.cpp): the server's context, noticing a client that
+// went away, waiting on several request streams at once, turning token ids into text for a
+// client (stop strings cut, incomplete UTF-8 held back), encoding prompts, and server-sent
+// events.
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,25 +35,48 @@ struct ServerContext {
   ServerOptions options;
 };
 
-// Feeds the outputs of `streams` to on_output(stream index, output) as they come, until
-// every stream has finished. When on_output returns false (the client went away) the
-// unfinished requests are aborted and pump returns false.
-bool pump(Engine& engine, const std::vector<std::shared_ptr<RequestStream>>& streams,
-          const std::function<bool(size_t, RequestOutput&)>& on_output);
+// The connection of the request a handler is serving: whether its client went away.
+// cpp-httplib 0.11 hands a handler no connection (req.is_connection_closed() came later), so
+// the watch finds its socket by the request's local and remote addresses, which no other
+// open connection shares while the handler runs (the handler's thread owns the socket
+// until it returns). A client that closes or shuts down its side counts as gone.
+class ConnectionWatch {
+ public:
+  explicit ConnectionWatch(const httplib::Request& req);
+  // Call from the handler's thread only, while it serves the request.
+  bool client_gone() const;
 
-// Text of one choice as tokens arrive: advance() returns the text that may be sent now.
+ private:
+  static constexpr int kNotLooked = -2;
+  int find_socket() const;
+  std::string local_addr_, remote_addr_;
+  int local_port_, remote_port_;
+  mutable int fd_ = kNotLooked;  // -1: not found (then never gone)
+};
+
+// Feeds the outputs of `streams` to on_output(stream index, output) as they come, until
+// every stream has finished. When on_output returns false or the client is gone (checked
+// while waiting, so that a non-streamed request notices too) the unfinished requests are
+// aborted and pump returns false.
+bool pump(Engine& engine, const std::vector<std::shared_ptr<RequestStream>>& streams,
+          const std::function<bool(size_t, RequestOutput&)>& on_output,
+          const ConnectionWatch* watch = nullptr);
+
+// Text of one choice as tokens arrive: advance() returns the text that may be sent now. The
+// text comes from the codec's incremental decoder; while the request runs, text that could
+// still begin a stop string waits, and when a stop string ended it, the text is cut before
+// the first stop string (as OpenAI does). Without a codec the text stays empty.
 class TextTracker {
  public:
-  TextTracker(const TextCodec* codec, std::vector<std::string> stops)
-      : codec_(codec), stops_(std::move(stops)) {}
-  std::string advance(const std::vector<int>& new_ids, bool finished,
-                      const std::string& matched_stop);
+  TextTracker(const TextCodec* codec, std::vector<std::string> stops, bool skip_special_tokens);
+  std::string advance(const std::vector<int>& new_ids, bool finished, bool stopped_by_string);
   const std::vector<int>& ids() const { return ids_; }
 
  private:
-  const TextCodec* codec_;
+  std::unique_ptr<TextStream> stream_;
   std::vector<std::string> stops_;
   std::vector<int> ids_;
+  std::string text_;  // decoded so far
   size_t sent_ = 0;
 };
 
@@ -64,6 +88,16 @@ void respond_sse(httplib::Response& res, std::function<void(httplib::DataSink&)>
 // A random seed for requests that give none.
 uint64_t fresh_seed();
 std::string random_id(const std::string& prefix);
+
+// Prompt text -> the model's token ids (add_special_tokens: the tokenizer's BOS etc.). A 400
+// naming `field` when the server has no tokenizer, or when the tokenizer makes ids the model
+// does not have (a tokenizer of another model).
+std::vector<int> encode_prompt(const ServerContext& ctx, const std::string& text,
+                               bool add_special_tokens, const std::string& field);
+// `stop`: a string or a list of strings; empty strings are dropped (they would match always).
+std::vector<std::string> get_stop_strings(const json& obj, const std::string& key);
+// The answer to a request whose client went away (no one reads it; the log may).
+void client_gone(httplib::Response& res);
 
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
                         bool chat);

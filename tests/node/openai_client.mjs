@@ -1,0 +1,112 @@
+// strata's server driven by the official OpenAI Node client: completions and chat
+// completions, streamed and not, stop strings, logprobs, and errors as the client's typed
+// exceptions. Run by tests/openai_client_test.cpp against `strata serve` on loopback:
+//
+//   node tests/node/openai_client.mjs BASE_URL EXPECTED.json
+//
+// EXPECTED.json: {"model", "max_tokens", "prompt", "completion", "message", "chat"}, where
+// "completion" and "chat" are the greedy texts `strata generate --prompt` / `--chat` gave.
+// Exits non-zero at the first failed assertion.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import OpenAI from 'openai';
+
+const [baseURL, expectedFile] = process.argv.slice(2);
+if (!baseURL || !expectedFile) {
+  console.error('usage: node openai_client.mjs BASE_URL EXPECTED.json');
+  process.exit(2);
+}
+const expected = JSON.parse(readFileSync(expectedFile, 'utf8'));
+const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+let checks = 0;
+const check = (what, fn) => { fn(); ++checks; };
+
+// Greedy and to the full length, as `strata generate` ran (ignore_eos is SGLang's extension).
+const greedy = { model: expected.model, max_tokens: expected.max_tokens, temperature: 0, ignore_eos: true };
+const messages = [{ role: 'user', content: expected.message }];
+
+// A stop string from the middle of `text` (not U+FFFD, which random weights produce a lot).
+function pickStop(text) {
+  const chars = [...text];
+  for (let k = Math.floor(chars.length / 2); k < chars.length; ++k)
+    if (chars[k] !== '\uFFFD' && chars[k].trim() !== '') return chars[k];
+  return null;
+}
+
+const models = await client.models.list();
+check('models', () => assert.ok(models.data.some((m) => m.id === expected.model), JSON.stringify(models.data)));
+
+// Completions, whole and streamed.
+const completion = await client.completions.create({ ...greedy, prompt: expected.prompt });
+check('completion text', () => assert.equal(completion.choices[0].text, expected.completion));
+check('completion finish', () => assert.equal(completion.choices[0].finish_reason, 'length'));
+check('completion usage', () => assert.equal(completion.usage.completion_tokens, expected.max_tokens));
+const stream = await client.completions.create({
+  ...greedy, prompt: expected.prompt, stream: true, stream_options: { include_usage: true },
+});
+let streamed = '';
+let finish = null;
+let usage = null;
+for await (const chunk of stream) {
+  for (const choice of chunk.choices) {
+    streamed += choice.text;
+    if (choice.finish_reason) finish = choice.finish_reason;
+  }
+  if (chunk.usage) usage = chunk.usage;
+}
+check('streamed completion', () => assert.equal(streamed, expected.completion));
+check('streamed finish', () => assert.equal(finish, 'length'));
+check('streamed usage', () => assert.equal(usage?.completion_tokens, expected.max_tokens));
+
+// Chat completions, whole and streamed.
+const chat = await client.chat.completions.create({ ...greedy, messages, logprobs: true, top_logprobs: 2 });
+check('chat role', () => assert.equal(chat.choices[0].message.role, 'assistant'));
+check('chat text', () => assert.equal(chat.choices[0].message.content, expected.chat));
+check('chat logprobs', () => {
+  const content = chat.choices[0].logprobs.content;
+  assert.equal(content.length, expected.max_tokens);
+  for (const t of content) {
+    assert.equal(typeof t.token, 'string');
+    assert.equal(t.top_logprobs.length, 2);
+    assert.equal(t.top_logprobs[0].logprob, t.logprob);  // greedy: the chosen one leads
+  }
+});
+const chatStream = await client.chat.completions.create({ ...greedy, messages, stream: true });
+let chatStreamed = '';
+let role = null;
+for await (const chunk of chatStream) {
+  for (const choice of chunk.choices) {
+    if (choice.delta.role) role = choice.delta.role;
+    chatStreamed += choice.delta.content ?? '';
+    if (choice.finish_reason) finish = choice.finish_reason;
+  }
+}
+check('streamed chat role', () => assert.equal(role, 'assistant'));
+check('streamed chat', () => assert.equal(chatStreamed, expected.chat));
+
+// Stop strings cut the text before them, streamed or not.
+const stop = pickStop(expected.completion);
+check('stop string found', () => assert.ok(stop, `no stop string in ${JSON.stringify(expected.completion)}`));
+const cut = expected.completion.slice(0, expected.completion.indexOf(stop));
+const stopped = await client.completions.create({ ...greedy, prompt: expected.prompt, stop: [stop] });
+check('stop text', () => assert.equal(stopped.choices[0].text, cut));
+check('stop finish', () => assert.equal(stopped.choices[0].finish_reason, 'stop'));
+const stoppedStream = await client.completions.create({ ...greedy, prompt: expected.prompt, stop: stop, stream: true });
+let stoppedText = '';
+for await (const chunk of stoppedStream) for (const choice of chunk.choices) stoppedText += choice.text;
+check('streamed stop text', () => assert.equal(stoppedText, cut));
+
+// Errors arrive as the client's typed exceptions, with the server's message.
+await assert.rejects(
+  client.completions.create({ ...greedy, model: 'no-such-model', prompt: 'Hi' }),
+  (e) => e instanceof OpenAI.NotFoundError && e.status === 404 && /does not exist/.test(e.message),
+);
+++checks;
+await assert.rejects(
+  client.chat.completions.create({ ...greedy, max_tokens: 0, messages }),
+  (e) => e instanceof OpenAI.BadRequestError && /at least 1/.test(e.message),
+);
+++checks;
+
+const { version } = JSON.parse(readFileSync(new URL('./node_modules/openai/package.json', import.meta.url), 'utf8'));
+console.log(`openai ${version} client against ${baseURL}: all ${checks} checks passed`);

@@ -1,0 +1,184 @@
+#include "server_harness.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "test_util.h"
+
+namespace strata::test {
+
+using namespace std::chrono_literals;
+
+std::string tiny_tokenizer_dir() {
+  return std::string(STRATA_TEST_DATA) + "/tokenizers/tiny_chatml";
+}
+
+json generate_text(const std::string& fixture, const std::string& flag, const std::string& text,
+                   int max_new_tokens) {
+  std::string out, err;
+  const int rc = run_strata("generate --model " + fixture_dir(fixture) + " --tokenizer-path " +
+                                tiny_tokenizer_dir() + " " + flag + " '" + text +
+                                "' --max-new-tokens " + std::to_string(max_new_tokens) + " --json",
+                            &out, &err);
+  EXPECT_EQ(rc, 0) << err;
+  return json::parse(out, nullptr, false);
+}
+
+Harness::Harness(SchedulerOptions sched, int64_t max_total_tokens, int max_running,
+                 const std::string& fixture, const std::string& tokenizer)
+    : config_(ModelConfig::load(fixture_dir(fixture))) {
+  if (!tokenizer.empty()) codec_ = TokenizerCodec::load(tokenizer);
+  RunnerOptions ro = default_options(1, max_running);
+  ro.max_total_tokens = max_total_tokens;
+  runner_ = std::make_unique<ModelRunner>(config_, ro);
+  scheduler_ = std::make_unique<Scheduler>(*runner_, sched);
+  if (codec_) {
+    const TokenizerCodec* codec = codec_.get();
+    scheduler_->set_detokenizer([codec](bool skip) { return codec->stream(skip); });
+  }
+  engine_ = std::make_unique<Engine>(*scheduler_, metrics_);
+  ServerOptions so;
+  so.port = 0;
+  so.served_model_name = "llama";
+  so.http_threads = 300;
+  http_ = std::make_unique<HttpServer>(ServerContext{*engine_, metrics_, codec_.get(), so});
+  port_ = http_->bind();
+  engine_->start();
+  thread_ = std::thread([this] { http_->serve(); });
+}
+
+Harness::~Harness() {
+  engine_->shutdown();
+  http_->stop();
+  thread_.join();
+}
+
+httplib::Client Harness::client() const {
+  httplib::Client c("127.0.0.1", port_);
+  c.set_read_timeout(60, 0);
+  return c;
+}
+
+std::pair<int, json> Harness::post(const std::string& path, const std::string& body) const {
+  auto res = client().Post(path.c_str(), body, "application/json");
+  if (!res) return {-1, json()};
+  return {res->status, json::parse(res->body, nullptr, false)};
+}
+
+std::vector<json> Harness::stream(const std::string& path, const json& body, bool* done) const {
+  std::vector<json> events;
+  std::string buffer;
+  *done = false;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buffer.append(data, n);
+    for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
+      const std::string event = buffer.substr(0, end);
+      buffer.erase(0, end + 2);
+      EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+      if (event == "data: [DONE]")
+        *done = true;
+      else
+        events.push_back(json::parse(event.substr(6)));
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err;
+  EXPECT_TRUE(client().send(req, res, err)) << httplib::to_string(err);
+  EXPECT_EQ(res.status, 200);
+  return events;
+}
+
+double Harness::metric(const std::string& name) const {
+  auto res = client().Get("/metrics");
+  EXPECT_TRUE(res && res->status == 200);
+  const std::string prefix = name + " ";
+  for (size_t pos = 0; res && pos < res->body.size();) {
+    const size_t end = res->body.find('\n', pos);
+    const std::string line = res->body.substr(pos, end - pos);
+    if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
+    pos = end == std::string::npos ? res->body.size() : end + 1;
+  }
+  ADD_FAILURE() << "no metric " << name;
+  return -1;
+}
+
+void Harness::expect_pools_empty() const {
+  for (int i = 0;
+       i < 200 && (metric("strata:num_running_reqs") > 0 || metric("strata:num_queue_reqs") > 0);
+       ++i)
+    std::this_thread::sleep_for(25ms);
+  EXPECT_EQ(metric("strata:num_running_reqs"), 0);
+  EXPECT_EQ(metric("strata:num_queue_reqs"), 0);
+  EXPECT_EQ(metric("strata:num_used_tokens"), metric("strata:radix_cache_tokens"));
+  auto res = client().Post("/flush_cache", "", "text/plain");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(metric("strata:num_used_tokens"), 0);
+}
+
+ServeProcess::ServeProcess(const std::string& args) {
+  log_path_ = (std::filesystem::temp_directory_path() /
+               ("strata_serve_" + std::to_string(getpid()) + "_" + std::to_string(std::rand())))
+                  .string();
+  const std::string command =
+      "exec " + std::string(STRATA_BINARY) + " serve " + args + " --port 0 2>" + log_path_;
+  pid_ = fork();
+  if (pid_ == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+}
+
+ServeProcess::~ServeProcess() {
+  stop();
+  std::filesystem::remove(log_path_);
+}
+
+std::string ServeProcess::log() const {
+  std::ifstream f(log_path_);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int ServeProcess::port() {
+  const std::string marker = "listening on http://127.0.0.1:";
+  for (int i = 0; port_ == 0 && pid_ > 0 && i < 6000; ++i) {  // up to 2 minutes
+    const std::string text = log();
+    const size_t at = text.find(marker);
+    if (at != std::string::npos && text.find(' ', at + marker.size()) != std::string::npos) {
+      port_ = std::stoi(text.substr(at + marker.size()));
+      break;
+    }
+    if (waitpid(pid_, nullptr, WNOHANG) == pid_) {  // ended without listening
+      pid_ = -1;
+      break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return port_;
+}
+
+int ServeProcess::stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace strata::test

@@ -1,0 +1,80 @@
+#pragma once
+// Helpers of the HTTP server tests: an in-process server (model, scheduler, engine and HTTP
+// front on a free loopback port, optionally with a tokenizer), and `strata serve` run as a
+// child process.
+#include <httplib.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "server/http_server.h"
+#include "server/tokenizer_codec.h"
+
+namespace strata::test {
+
+// The tiny byte-level BPE with ChatML tokens made for the 512-id model fixtures
+// (tests/data/tokenizers/tiny_chatml, see tests/data/README.md).
+std::string tiny_tokenizer_dir();
+
+// `strata generate --json` of a text prompt (flag "--prompt") or a user message ("--chat")
+// with the tiny tokenizer, greedy: {"input_ids", "output_ids", "text", ...}; null on failure.
+json generate_text(const std::string& fixture, const std::string& flag, const std::string& text,
+                   int max_new_tokens);
+
+class Harness {
+ public:
+  // `tokenizer`: a directory with tokenizer.json, loaded as `strata serve --tokenizer-path`
+  // does; empty: no tokenizer (token ids only).
+  explicit Harness(SchedulerOptions sched = {}, int64_t max_total_tokens = 4096,
+                   int max_running = 16, const std::string& fixture = "llama",
+                   const std::string& tokenizer = "");
+  ~Harness();
+  const TokenizerCodec* codec() const { return codec_.get(); }
+  int port() const { return port_; }
+  httplib::Client client() const;
+  // POST with a JSON body; returns status and parsed body (null when not JSON).
+  std::pair<int, json> post(const std::string& path, const std::string& body) const;
+  std::pair<int, json> post(const std::string& path, const json& body) const {
+    return post(path, body.dump());
+  }
+  // A streamed POST: the JSON payload of every `data:` event, and whether [DONE] came last.
+  std::vector<json> stream(const std::string& path, const json& body, bool* done) const;
+  double metric(const std::string& name) const;
+  // Waits (bounded) until nothing runs or waits, then checks every page is back with the
+  // cache, and that flushing the cache empties the pool.
+  void expect_pools_empty() const;
+
+ private:
+  ModelConfig config_;
+  std::unique_ptr<TokenizerCodec> codec_;  // outlives the scheduler's text streams
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Scheduler> scheduler_;
+  ServerMetrics metrics_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<HttpServer> http_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+// `strata serve ARGS --port 0` as a child process (stderr to a temporary file).
+class ServeProcess {
+ public:
+  explicit ServeProcess(const std::string& args);
+  ~ServeProcess();
+  // The port from the "listening on" line, waiting for it (bounded); 0 if the child ended or
+  // never printed it.
+  int port();
+  std::string log() const;
+  // SIGTERM, then the exit status (-1: killed by a signal or not started).
+  int stop();
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+  int port_ = 0;
+};
+
+}  // namespace strata::test
