@@ -280,7 +280,10 @@ TEST(Server, ManyConcurrentStreamsAllFinishWhole) {
   Harness h(o, 4096, 64);
   constexpr int kClients = 256;
   std::vector<std::vector<int>> got(kClients);
-  std::vector<bool> done(kClients, false);
+  // One byte per client: std::vector<bool> packs clients into shared words, and threads that
+  // set theirs at the same moment lose each other's writes (a data race this test once
+  // failed on: a client that had received [DONE] read as not done).
+  std::vector<char> done(kClients, 0);
   std::vector<std::thread> clients;
   for (int i = 0; i < kClients; ++i)
     clients.emplace_back([&, i] {

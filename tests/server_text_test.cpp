@@ -162,6 +162,14 @@ TEST(ServerText, StopStringsCutTheTextBeforeThemAndEndWithStop) {
     EXPECT_EQ(g["text"], cut);
     EXPECT_EQ(g["meta_info"]["finish_reason"]["type"], "stop");
     EXPECT_EQ(g["meta_info"]["finish_reason"]["matched"], stop);
+    // A stop string completed by the last token allowed still ends with "stop" (and is cut).
+    const int stop_at = static_cast<int>(g["output_ids"].size());
+    json last = completion(kPrompt);
+    last["stop"] = stop;
+    last["max_tokens"] = stop_at;
+    auto [s3, c3] = h.post("/v1/completions", last);
+    EXPECT_EQ(c3["choices"][0]["finish_reason"], "stop") << c3.dump();
+    EXPECT_EQ(c3["choices"][0]["text"], cut);
     // A stop string that never comes changes nothing.
     json body = completion(kPrompt);
     body["stop"] = "\x01never";

@@ -79,7 +79,8 @@ std::unique_ptr<TokenizerCodec> load_tokenizer(const ServeFlags& f, const ModelC
   try {
     codec = TokenizerCodec::load(dir);
   } catch (const Error& e) {
-    problems.push_back(fmt::format("--tokenizer-path: {}", e.what()));
+    problems.push_back(fmt::format(
+        "{}: {}", given ? "--tokenizer-path" : "the model directory's tokenizer", e.what()));
     return nullptr;
   }
   if (codec->tokenizer().vocab_size() > config.vocab_size)
