@@ -172,6 +172,12 @@ int ServeProcess::port() {
   return port_;
 }
 
+httplib::Client ServeProcess::client() {
+  httplib::Client c("127.0.0.1", port());
+  c.set_read_timeout(60, 0);
+  return c;
+}
+
 int ServeProcess::stop() {
   if (pid_ <= 0) return -1;
   kill(pid_, SIGTERM);

@@ -68,6 +68,9 @@ class ServeProcess {
   // never printed it.
   int port();
   std::string log() const;
+  // A client of it that waits as long as the in-process harness's (httplib's default read
+  // timeout, 5 s, is short for a loaded machine).
+  httplib::Client client();
   // SIGTERM, then the exit status (-1: killed by a signal or not started).
   int stop();
 

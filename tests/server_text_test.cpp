@@ -310,7 +310,7 @@ TEST(ServerText, ServeCommandTakesTheTokenizerPath) {
                            test::tiny_tokenizer_dir() + " --threads 2 --context-length 256");
   const int port = serve.port();
   ASSERT_GT(port, 0) << serve.log();
-  httplib::Client c("127.0.0.1", port);
+  httplib::Client c = serve.client();
   auto res = c.Post("/v1/completions", completion(kPrompt).dump(), "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], expected["text"]) << res->body;
