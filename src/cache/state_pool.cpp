@@ -89,6 +89,18 @@ void StatePool::free(int slot) {
   free_.push_back(slot);
 }
 
+void StatePool::copy(int from, int to) {
+  check_slot(from);
+  check_slot(to);
+  if (from == to) return;
+  for (auto& l : layers_) {
+    const int64_t c = l.layout.conv_numel(), s = l.layout.ssm_numel();
+    std::copy_n(l.conv.begin() + from * c, c, l.conv.begin() + to * c);
+    if (!l.ssm32.empty()) std::copy_n(l.ssm32.begin() + from * s, s, l.ssm32.begin() + to * s);
+    if (!l.ssm16.empty()) std::copy_n(l.ssm16.begin() + from * s, s, l.ssm16.begin() + to * s);
+  }
+}
+
 void StatePool::check_slot(int slot) const {
   STRATA_CHECK(in_use(slot), "state slot {} is not held by a request (pool of {} slots)", slot,
                num_slots_);
