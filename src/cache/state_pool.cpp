@@ -69,7 +69,7 @@ const RecurrentStateLayout& StatePool::layout(int layer_id) const {
   return at(layer_id).layout;
 }
 
-int StatePool::alloc() {
+int StatePool::alloc(bool zeroed) {
   if (free_.empty())
     throw RequestError(fmt::format(
         "the recurrent-state cache is full: all {} request slots are held by running requests "
@@ -79,7 +79,7 @@ int StatePool::alloc() {
   const int slot = free_.back();
   free_.pop_back();
   in_use_[slot] = true;
-  zero(slot);
+  if (zeroed) zero(slot);
   return slot;
 }
 

@@ -32,9 +32,10 @@ class StatePool {
   int num_slots() const { return num_slots_; }
   int available() const { return static_cast<int>(free_.size()); }
 
-  // A zeroed slot for a new request. When every slot is taken this throws a RequestError that
-  // names the limit and the flag; the pool is left exactly as it was.
-  int alloc();
+  // A zeroed slot for a new request (`zeroed` false: left as it is, for a slot about to be
+  // overwritten by copy()). When every slot is taken this throws a RequestError that names
+  // the limit and the flag; the pool is left exactly as it was.
+  int alloc(bool zeroed = true);
   void free(int slot);
   bool in_use(int slot) const { return slot >= 0 && slot < num_slots_ && in_use_[slot]; }
   // Copies every layer's state of slot `from` into slot `to` (both held): a snapshot for the

@@ -32,13 +32,13 @@ const std::vector<CapabilityRow>& capability_table() {
        "no_buffer",
        {"cpu"},
        "state snapshots where prompts and requests end, copied between state-pool slots by "
-       "the scheduler"},
+       "the scheduler's CPU path"},
       {"mamba_radix_cache_strategy",
        "--mamba-radix-cache-strategy",
        "extra_buffer",
        {"cpu"},
-       "also a state snapshot every --mamba-track-interval prompt tokens, where the scheduler "
-       "cuts prefill chunks, copied between state-pool slots"},
+       "state snapshots every --mamba-track-interval prompt tokens besides no_buffer's, where "
+       "the scheduler cuts prefill chunks, copied between state-pool slots by its CPU path"},
   };
   return kTable;
 }

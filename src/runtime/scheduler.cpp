@@ -202,17 +202,17 @@ bool Scheduler::at_checkpoint(const Req& r) const {
          (extra_buffer_ && r.cached % track_interval_ == 0);
 }
 
-// A free state slot, evicting the least recently used cached snapshot (never `keep`'s) when
-// none is free; -1 when every slot runs a request.
-int Scheduler::take_state_slot(const RadixCache::Node* keep) {
+// A free state slot (zeroed unless a copy will fill it), evicting the least recently used
+// cached snapshot (never `keep`'s) when none is free; -1 when every slot runs a request.
+int Scheduler::take_state_slot(const RadixCache::Node* keep, bool zeroed) {
   if (states_->available() == 0 && cache_) cache_->evict_states(1, keep);
-  return states_->available() > 0 ? states_->alloc() : -1;
+  return states_->available() > 0 ? states_->alloc(zeroed) : -1;
 }
 
 // Gives the prefix cache a copy of r's state after its r.cached tokens, with their KV.
 // Best effort: with every state slot held by running requests, the cache goes without.
 void Scheduler::checkpoint(Req& r) {
-  const int slot = take_state_slot(nullptr);
+  const int slot = take_state_slot(nullptr, false);
   if (slot < 0) return;
   states_->copy(r.state_slot, slot);
   if (!cache_->insert_with_state(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached,
@@ -224,7 +224,7 @@ void Scheduler::checkpoint(Req& r) {
 // With pages of more than one token, a request rarely ends on a page boundary; keeps the
 // state at the last boundary it decoded past, for cache_final_state. Best effort too.
 void Scheduler::track_decode(Req& r) {
-  if (r.track_slot < 0) r.track_slot = take_state_slot(nullptr);
+  if (r.track_slot < 0) r.track_slot = take_state_slot(nullptr, false);
   if (r.track_slot < 0) return;
   states_->copy(r.state_slot, r.track_slot);
   r.track_len = r.cached;
@@ -290,9 +290,10 @@ int Scheduler::try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Re
   }
   r.row = row;
   if (states_) {
-    r.state_slot = take_state_slot(match.last);  // zeroed: for a prompt computed from its start
+    // Zeroed for a prompt computed from its start; a hit resumes from a copy of the matched
+    // snapshot, which is never written.
+    r.state_slot = take_state_slot(match.last, match.state_slot < 0);
     STRATA_CHECK(r.state_slot >= 0, "admitted request {} has no state slot", r.id);
-    // A hit resumes from a copy: the cached snapshot is never written.
     if (match.state_slot >= 0) states_->copy(match.state_slot, r.state_slot);
   }
   if (match.length > 0) memory_.share_prefix(row, match.slots.data(), match.length);

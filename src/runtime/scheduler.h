@@ -113,7 +113,7 @@ class Scheduler {
   bool caches_states() const { return cache_ && states_; }
   int prefill_chunk(const Req& r, int budget) const;
   bool at_checkpoint(const Req& r) const;
-  int take_state_slot(const RadixCache::Node* keep);
+  int take_state_slot(const RadixCache::Node* keep, bool zeroed);
   void checkpoint(Req& r);
   void track_decode(Req& r);
   void cache_final_state(Req& r);
