@@ -21,11 +21,12 @@ ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   ctest --test-dir build-asan -j"$JOBS" --output-on-failure -R Pipeline
 
 # The CUDA build, wherever nvcc is installed: it must compile everywhere; its GPU tests skip
-# with a visible message on machines without a GPU (CI), and run on one that has it.
+# with a visible message on machines without a GPU (CI), and run on one that has it (the
+# pipeline ones need two GPUs and mpirun).
 NVCC=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 if [ -x "$NVCC" ]; then
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC"
   cmake --build build-cuda
   ./build-cuda/tests/strata_tests \
-    --gtest_filter='CudaKernels*:Shapes/CudaBackendVsCpu*:DeviceKVPool*:Fixtures/DenseGoldenCuda*'
+    --gtest_filter='CudaKernels*:Shapes/CudaBackendVsCpu*:DeviceKVPool*:Fixtures/DenseGoldenCuda*:Fixtures/PipelineCuda*:PipelineCuda*'
 fi

@@ -8,38 +8,16 @@
 
 #include "attention/cpu_backend.h"
 #include "core/error.h"
+#include "golden_suite.h"
 #include "layers/mla_attention.h"
 #include "model/json_util.h"
 #include "models/registry.h"
-#include "test_util.h"
 
 namespace strata::test {
 
 namespace {
 
-struct Case {
-  std::string fixture;
-  int page_size;
-  friend void PrintTo(const Case& c, std::ostream* os) {
-    *os << c.fixture << "/page" << c.page_size;
-  }
-};
-
-std::string case_name(const testing::TestParamInfo<Case>& info) {
-  return info.param.fixture + "_page" + std::to_string(info.param.page_size);
-}
-
-class DeepseekGolden : public testing::TestWithParam<Case> {
- protected:
-  void SetUp() override {
-    ref_ = load_reference(GetParam().fixture);
-    config_ = ModelConfig::load(fixture_dir(GetParam().fixture));
-    runner_ = std::make_unique<ModelRunner>(config_, default_options(GetParam().page_size));
-  }
-  Reference ref_;
-  ModelConfig config_;
-  std::unique_ptr<ModelRunner> runner_;
-};
+using DeepseekGolden = GoldenTest;
 
 }  // namespace
 
@@ -60,44 +38,20 @@ TEST_P(DeepseekGolden, LayersAreClassifiedAsMlaWithDenseThenMoE) {
 }
 
 TEST_P(DeepseekGolden, PrefillLogitsMatchReference) {
-  for (size_t i = 0; i < ref_.input_ids.size(); ++i) {
-    Tensor logits = prefill_all_logits(*runner_, ref_.input_ids[i]);
-    EXPECT_LE(max_abs_diff(logits, ref_.logits[i]), 1e-3) << "prompt " << i;
-  }
+  check_prefill_logits();
 }
 
 TEST_P(DeepseekGolden, GreedyBatchedAndSingleMatchReference) {
-  const auto batched = greedy(*runner_, ref_.input_ids, 10);
-  for (size_t i = 0; i < ref_.input_ids.size(); ++i) {
-    const auto single = greedy(*runner_, {ref_.input_ids[i]}, 10);
-    EXPECT_EQ(batched[i].output_ids, ref_.greedy_ids[i]) << "batched, prompt " << i;
-    EXPECT_EQ(single[0].output_ids, ref_.greedy_ids[i]) << "single, prompt " << i;
-    const int vocab = config_.vocab_size;
-    for (int s = 0; s < 10; ++s) {
-      EXPECT_LE(max_abs_diff(batched[i].logits[s].data(), ref_.greedy_logits[i].row(s), vocab),
-                1e-3)
-          << "prompt " << i << " step " << s;
-      EXPECT_LE(max_abs_diff(batched[i].logits[s].data(), single[0].logits[s].data(), vocab), 1e-4);
-    }
-  }
+  check_greedy_batched_and_single();
 }
 
 TEST_P(DeepseekGolden, ChunkedPrefillEqualsWholePrefill) {
-  const auto& ids = ref_.input_ids.back();
-  const Tensor whole = prefill_all_logits(*runner_, ids);
-  for (int chunk : {1, 5, 16}) {
-    const Tensor chunked = prefill_all_logits(*runner_, ids, chunk);
-    EXPECT_LE(max_abs_diff(whole, chunked), 1e-4) << "chunk " << chunk;
-  }
-  const auto a = greedy(*runner_, ref_.input_ids, 6, false);
-  const auto b = greedy(*runner_, ref_.input_ids, 6, false, 5);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].output_ids, b[i].output_ids);
+  check_chunked_prefill_equals_whole();
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DeepseekGolden,
-                         testing::Values(Case{"deepseek_v2_lite", 1}, Case{"deepseek_v2_lite", 16},
-                                         Case{"deepseek_v3", 1}, Case{"deepseek_v3", 16}),
-                         case_name);
+                         testing::ValuesIn(golden_cases({"deepseek_v2_lite", "deepseek_v3"})),
+                         golden_case_name);
 
 // DESIGN.md §1.2: the split-KV decode partials are [batch, heads, splits, Lv] with Lv the
 // cached value width, kv_lora_rank (64) for this fixture, never v_head_dim (32). Forcing

@@ -17,7 +17,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "test_util.h"
+#include "golden_suite.h"
 
 namespace strata::test {
 
@@ -39,12 +39,7 @@ double margin(const float* row, int vocab) {
   return v[0] - v[1];
 }
 
-struct Case {
-  std::string fixture;
-  int page_size;
-};
-
-class DenseGoldenCuda : public testing::TestWithParam<Case> {
+class DenseGoldenCuda : public testing::TestWithParam<GoldenCase> {
  protected:
   void SetUp() override {
     std::string why;
@@ -112,13 +107,11 @@ TEST_P(DenseGoldenCuda, ChunkedPrefillAgreesWithWholePrefill) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DenseGoldenCuda,
-                         testing::Values(Case{"llama", 1}, Case{"llama", 16},
-                                         Case{"llama3_rope", 1}, Case{"llama_bf16", 16},
-                                         Case{"qwen2", 1}, Case{"qwen2", 16}, Case{"qwen3", 1},
-                                         Case{"mistral_swa", 1}, Case{"mistral_swa", 16}),
-                         [](const testing::TestParamInfo<Case>& info) {
-                           return info.param.fixture + "_page" +
-                                  std::to_string(info.param.page_size);
-                         });
+                         testing::Values(GoldenCase{"llama", 1}, GoldenCase{"llama", 16},
+                                         GoldenCase{"llama3_rope", 1}, GoldenCase{"llama_bf16", 16},
+                                         GoldenCase{"qwen2", 1}, GoldenCase{"qwen2", 16},
+                                         GoldenCase{"qwen3", 1}, GoldenCase{"mistral_swa", 1},
+                                         GoldenCase{"mistral_swa", 16}),
+                         golden_case_name);
 
 }  // namespace strata::test

@@ -11,8 +11,8 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "golden_suite.h"
 #include "model/safetensors.h"
-#include "test_util.h"
 
 namespace strata::test {
 
@@ -20,22 +20,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Case {
-  std::string fixture;
-  int page_size;
-  friend void PrintTo(const Case& c, std::ostream* os) {
-    *os << c.fixture << "/page" << c.page_size;
-  }
-};
-
-std::string case_name(const testing::TestParamInfo<Case>& info) {
-  return info.param.fixture + "_page" + std::to_string(info.param.page_size);
-}
-
 // nemotron_h_moe_hub_config vendors only its config.json (the published spelling:
 // hybrid_override_pattern, bare Infinity): its weights and reference are byte-identical to
 // nemotron_h_moe's, so the test assembles the directory from both.
-std::string model_dir(const std::string& fixture) {
+std::string hybrid_model_dir(const std::string& fixture) {
   if (fixture != "nemotron_h_moe_hub_config") return fixture_dir(fixture);
   const fs::path dir =
       fs::temp_directory_path() / ("strata_hub_config_" + std::to_string(::getpid()));
@@ -48,23 +36,23 @@ std::string model_dir(const std::string& fixture) {
   return dir.string();
 }
 
-std::string reference_fixture(const std::string& fixture) {
+std::string hybrid_reference_fixture(const std::string& fixture) {
   return fixture == "nemotron_h_moe_hub_config" ? "nemotron_h_moe" : fixture;
 }
 
-class HybridGolden : public testing::TestWithParam<Case> {
+class HybridGolden : public GoldenTest {
  protected:
-  void SetUp() override {
-    ref_ = load_reference(reference_fixture(GetParam().fixture));
-    config_ = ModelConfig::load(model_dir(GetParam().fixture));
-    runner_ = std::make_unique<ModelRunner>(config_, default_options(GetParam().page_size));
+  std::string model_dir() const override { return hybrid_model_dir(GetParam().fixture); }
+  std::string reference_fixture() const override {
+    return hybrid_reference_fixture(GetParam().fixture);
   }
 
   // Greedy ids must match exactly when the reference's choices are well separated; where the
   // reference itself had a near-tie (min_greedy_margin < 1e-3), the logits decide: a different
   // choice is accepted only at a step where our top two are within the tolerance, and the
   // comparison stops there (the continuations diverge).
-  void expect_greedy_matches(const GenerateOutput& out, size_t prompt, const std::string& what) {
+  void expect_greedy_matches(const GenerateOutput& out, size_t prompt,
+                             const std::string& what) override {
     const int vocab = config_.vocab_size;
     const bool near_ties = ref_.min_greedy_margin < 1e-3;
     for (size_t s = 0; s < ref_.greedy_ids[prompt].size(); ++s) {
@@ -80,45 +68,20 @@ class HybridGolden : public testing::TestWithParam<Case> {
       break;
     }
   }
-
-  Reference ref_;
-  ModelConfig config_;
-  std::unique_ptr<ModelRunner> runner_;
 };
 
 }  // namespace
 
 TEST_P(HybridGolden, PrefillLogitsMatchReference) {
-  for (size_t i = 0; i < ref_.input_ids.size(); ++i) {
-    Tensor logits = prefill_all_logits(*runner_, ref_.input_ids[i]);
-    EXPECT_LE(max_abs_diff(logits, ref_.logits[i]), 1e-3) << "prompt " << i;
-  }
+  check_prefill_logits();
 }
 
 TEST_P(HybridGolden, GreedyBatchedAndSingleMatchReference) {
-  const auto batched = greedy(*runner_, ref_.input_ids, 10);
-  for (size_t i = 0; i < ref_.input_ids.size(); ++i) {
-    const auto single = greedy(*runner_, {ref_.input_ids[i]}, 10);
-    expect_greedy_matches(batched[i], i, "batched");
-    expect_greedy_matches(single[0], i, "single");
-    EXPECT_EQ(batched[i].output_ids, single[0].output_ids) << "prompt " << i;
-    for (int s = 0; s < 10; ++s)
-      EXPECT_LE(
-          max_abs_diff(batched[i].logits[s].data(), single[0].logits[s].data(), config_.vocab_size),
-          1e-4);
-  }
+  check_greedy_batched_and_single();
 }
 
 TEST_P(HybridGolden, ChunkedPrefillEqualsWholePrefill) {
-  const auto& ids = ref_.input_ids.back();
-  const Tensor whole = prefill_all_logits(*runner_, ids);
-  for (int chunk : {1, 5, 16}) {
-    const Tensor chunked = prefill_all_logits(*runner_, ids, chunk);
-    EXPECT_LE(max_abs_diff(whole, chunked), 1e-4) << "chunk " << chunk;
-  }
-  const auto a = greedy(*runner_, ref_.input_ids, 6, false);
-  const auto b = greedy(*runner_, ref_.input_ids, 6, false, 5);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].output_ids, b[i].output_ids);
+  check_chunked_prefill_equals_whole();
 }
 
 // Ten decode steps from the cached state give the logits of recomputing everything at once.
@@ -137,13 +100,14 @@ TEST_P(HybridGolden, DecodeStepsEqualFullRecompute) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HybridGolden,
-                         testing::Values(Case{"nemotron_h", 1}, Case{"nemotron_h", 16},
-                                         Case{"nemotron_h_mamba_only", 1},
-                                         Case{"nemotron_h_moe", 1}, Case{"nemotron_h_moe", 16},
-                                         Case{"nemotron_h_moe_hub_config", 1}, Case{"bamba", 1},
-                                         Case{"bamba", 16}, Case{"falcon_h1", 1},
-                                         Case{"falcon_h1", 16}),
-                         case_name);
+                         testing::Values(GoldenCase{"nemotron_h", 1}, GoldenCase{"nemotron_h", 16},
+                                         GoldenCase{"nemotron_h_mamba_only", 1},
+                                         GoldenCase{"nemotron_h_moe", 1},
+                                         GoldenCase{"nemotron_h_moe", 16},
+                                         GoldenCase{"nemotron_h_moe_hub_config", 1},
+                                         GoldenCase{"bamba", 1}, GoldenCase{"bamba", 16},
+                                         GoldenCase{"falcon_h1", 1}, GoldenCase{"falcon_h1", 16}),
+                         golden_case_name);
 
 // Each hidden state transformers reports (the input of layer k) is what a stage that ends at
 // layer k hands on, so a mismatch names the first wrong layer.

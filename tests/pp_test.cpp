@@ -253,6 +253,25 @@ TEST(PipelineFailures, BadPartitionsAreOneClearError) {
   expect_error("--pp-size 2 --input-ids 1,999", "outside the vocabulary");
 }
 
+// GPU flags are checked before any stage process starts, without a GPU: one error each, and
+// no stage ran (no "pipeline stage" in the message).
+TEST(PipelineFailures, GpuFlagsAreOneClearError) {
+  const std::string ids = "--input-ids 1,2,3 ";
+  expect_error(ids + "--base-gpu-id -1", "--base-gpu-id must be at least 0, got -1");
+  expect_error(ids + "--pp-size 2 --base-gpu-id 1",
+               "--base-gpu-id 1 picks a GPU, but --device is cpu");
+  std::string why;
+  if (cuda_available(&why)) return;  // the rest is about machines without a usable GPU
+  for (const std::string args :
+       {"--device cuda --pp-size 2", "--device cuda --pp-size 2 --base-gpu-id 3"}) {
+    std::string err;
+    double seconds = 0;
+    EXPECT_EQ(run_failing(ids + args, &err, &seconds), 1) << args;
+    EXPECT_NE(err.find("--device cuda"), std::string::npos) << args << "\n" << err;
+    EXPECT_EQ(err.find("pipeline stage"), std::string::npos) << args << "\n" << err;
+  }
+}
+
 // A stage that dies, or hangs, ends the whole job: a clear error, every process gone, a
 // non-zero exit, well within the bound the timeout sets.
 TEST(PipelineFailures, DeadOrHungStageEndsTheJob) {

@@ -20,9 +20,12 @@ void ModelFlags::add_to(CLI::App& app) {
       "GPU: share of device memory for weights and KV cache (the KV pool gets what weights leave)");
   app.add_flag("--disable-cuda-graph", disable_cuda_graph,
                "GPU: launch decode steps kernel by kernel");
+  app.add_option("--base-gpu-id", base_gpu_id,
+                 "GPU: the first GPU to use; pipeline stages take one GPU each from there");
   app.add_option("--page-size", page_size, "KV cache page size in tokens");
   app.add_option("--pp-size", pp_size,
-                 "pipeline-parallel stages, one process each (started through mpirun)");
+                 "pipeline-parallel stages, one process each (started through mpirun); with "
+                 "--device cuda one GPU each");
   app.add_option(
       "--pp-layer-partition", pp_layer_partition,
       "decoder layers per stage, like 2,3,3 (default: even split, remainder on the last stages)");
@@ -55,6 +58,7 @@ RunnerOptions ModelFlags::runner_options() const {
   o.page_size = page_size;
   o.mem_fraction_static = mem_fraction_static;
   o.cuda_graph = !disable_cuda_graph;
+  o.gpu_id = base_gpu_id;
   o.threads = threads;
   o.max_context_len = context_length;
   o.max_total_tokens = max_total_tokens;

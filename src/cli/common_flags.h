@@ -19,6 +19,7 @@ struct ModelFlags {
   double pp_timeout = 600;         // seconds a stage waits for another before the job fails
   double mem_fraction_static = 0.88;
   bool disable_cuda_graph = false;
+  int base_gpu_id = 0;
   int threads = 0;
   int context_length = 0;
   int64_t max_total_tokens = 0;

@@ -169,6 +169,7 @@ int run(const GenerateFlags& f) {
       t["decode_s"] = stats.decode_s;
       t["decode_tokens"] = stats.decode_tokens;
       t["decode_throughput_tok_s"] = stats.decode_tokens_per_s();
+      t["itl_median_ms"] = stats.itl_median_s * 1e3;
       if (pipeline.pp_size > 1) t["wait_s"] = stats.wait_s;
       // One write per line: stages share the terminal.
       std::fprintf(stderr, "timing: %s\n", t.dump().c_str());

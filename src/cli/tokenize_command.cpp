@@ -6,6 +6,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/common_flags.h"
@@ -23,6 +25,7 @@ struct TokenizeFlags {
   std::string jsonl;
   std::string bench;
   double bench_seconds = 3.0;
+  bool bench_lines = false;
   bool json = false;
   bool add_special_tokens = false;
   bool skip_special_tokens = false;
@@ -42,27 +45,50 @@ void print_result(const tok::Tokenizer& t, const std::string& text, const Tokeni
   std::cout << "\n" << decoded << "\n";
 }
 
-// Encodes the whole file repeatedly for at least `seconds` and reports MB/s (one thread; the
+// The inputs of one benchmark pass: the whole file as one string, or with --bench-lines each
+// line (without its newline) as its own input, the size of the prompts a server sees.
+std::vector<std::string> bench_inputs(const std::string& text, bool per_line) {
+  if (!per_line) return {text};
+  std::vector<std::string> lines;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    if (end > pos) lines.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return lines;
+}
+
+size_t encode_all(const tok::Tokenizer& t, const std::vector<std::string>& inputs) {
+  size_t tokens = 0;
+  for (const auto& input : inputs) tokens += t.encode(input, false).size();
+  return tokens;
+}
+
+// Encodes the inputs repeatedly for at least `seconds` and reports MB/s (one thread; the
 // first pass warms the piece cache, as a server's would be).
 int run_bench(const tok::Tokenizer& t, const TokenizeFlags& f) {
   std::ifstream in(f.bench, std::ios::binary);
   if (!in) fail("cannot read --bench file {}", f.bench);
   std::ostringstream s;
   s << in.rdbuf();
-  const std::string text = s.str();
-  if (text.empty()) fail("--bench file {} is empty", f.bench);
-  size_t tokens = t.encode(text, false).size();
+  const std::vector<std::string> inputs = bench_inputs(s.str(), f.bench_lines);
+  size_t bytes = 0;
+  for (const auto& input : inputs) bytes += input.size();
+  if (bytes == 0) fail("--bench file {} is empty", f.bench);
+  size_t tokens = encode_all(t, inputs);
   const auto start = std::chrono::steady_clock::now();
   int passes = 0;
   double elapsed = 0;
   while (elapsed < f.bench_seconds || passes == 0) {
-    tokens = t.encode(text, false).size();
+    tokens = encode_all(t, inputs);
     ++passes;
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  const double mb = static_cast<double>(text.size()) * passes / 1e6;
+  const double mb = static_cast<double>(bytes) * passes / 1e6;
   nlohmann::json j;
-  j["bytes"] = text.size();
+  j["inputs"] = inputs.size();
+  j["bytes"] = bytes;
   j["tokens"] = tokens;
   j["passes"] = passes;
   j["seconds"] = elapsed;
@@ -115,6 +141,8 @@ void add_tokenize_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--bench", flags->bench,
                   "measure single-thread encode throughput (MB/s) on this text file");
   cmd->add_option("--bench-seconds", flags->bench_seconds, "with --bench: how long to measure");
+  cmd->add_flag("--bench-lines", flags->bench_lines,
+                "with --bench: encode each line as its own input instead of the whole file");
   cmd->add_flag("--json", flags->json,
                 "print {\"ids\": [...], \"text\": \"...\"} per input (text = the ids decoded)");
   cmd->add_flag("--add-special-tokens", flags->add_special_tokens,

@@ -70,6 +70,7 @@ MpiTransport::MpiTransport(double timeout_seconds) : timeout_s_(timeout_seconds)
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
   MPI_Comm_size(local, &local_size_);
+  MPI_Comm_rank(local, &local_rank_);
   MPI_Comm_free(&local);
 }
 
@@ -119,25 +120,29 @@ std::vector<char> MpiTransport::receive_bytes(int peer, int tag, const char* wha
 }
 
 // A tensor travels as one message: [ndim, dims..., data] (int64 header, f32 data).
-void MpiTransport::send_tensor(int peer, const Tensor& tensor) {
+void MpiTransport::send_tensor(int peer, const TensorRef& tensor) {
+  STRATA_CHECK(tensor.memory == Memory::Host, "the MPI transport sends host tensors, not {}",
+               to_string(tensor.memory));
   reap_posted();
-  const auto& shape = tensor.shape();
+  const auto& shape = tensor.shape;
   const size_t header = sizeof(int64_t) * (1 + shape.size());
-  const size_t data = sizeof(float) * static_cast<size_t>(tensor.numel());
+  const size_t data = tensor.bytes();
   std::vector<char> buffer(header + data);
   const int64_t ndim = static_cast<int64_t>(shape.size());
   std::memcpy(buffer.data(), &ndim, sizeof(int64_t));
   std::memcpy(buffer.data() + sizeof(int64_t), shape.data(), sizeof(int64_t) * shape.size());
-  if (data) std::memcpy(buffer.data() + header, tensor.data(), data);
+  if (data) std::memcpy(buffer.data() + header, tensor.data, data);
   STRATA_CHECK(buffer.size() < (size_t{1} << 31), "tensor {} is too large for one MPI message",
-               tensor.shape_str());
+               shape_to_string(shape));
   MPI_Request request;
   MPI_Issend(buffer.data(), static_cast<int>(buffer.size()), MPI_BYTE, peer, kTagTensor,
              MPI_COMM_WORLD, &request);
   wait(&request, peer, "handing over a tensor");
 }
 
-Tensor MpiTransport::recv_tensor(int peer) {
+void MpiTransport::recv_tensor(int peer, const TensorRef& tensor) {
+  STRATA_CHECK(tensor.memory == Memory::Host, "the MPI transport receives into host memory, not {}",
+               to_string(tensor.memory));
   const std::vector<char> buffer = receive_bytes(peer, kTagTensor, "waiting for a tensor");
   int64_t ndim = 0;
   STRATA_CHECK(buffer.size() >= sizeof(int64_t), "tensor message of {} bytes", buffer.size());
@@ -147,11 +152,14 @@ Tensor MpiTransport::recv_tensor(int peer) {
                ndim);
   std::vector<int64_t> shape(ndim);
   std::memcpy(shape.data(), buffer.data() + sizeof(int64_t), sizeof(int64_t) * ndim);
-  Tensor out(shape);
-  STRATA_CHECK(buffer.size() == header + sizeof(float) * out.numel(),
-               "tensor {} in a message of {} bytes", out.shape_str(), buffer.size());
-  if (out.numel()) std::memcpy(out.data(), buffer.data() + header, sizeof(float) * out.numel());
-  return out;
+  if (shape != tensor.shape)
+    fail(
+        "pipeline stages disagree: process {} expected a tensor of shape {} from process {} but "
+        "received {}; every stage must run the same build with the same flags and prompts",
+        rank_, shape_to_string(tensor.shape), peer, shape_to_string(shape));
+  STRATA_CHECK(buffer.size() == header + tensor.bytes(), "tensor {} in a message of {} bytes",
+               shape_to_string(shape), buffer.size());
+  if (tensor.bytes()) std::memcpy(tensor.data, buffer.data() + header, tensor.bytes());
 }
 
 void MpiTransport::post_ids(int peer, std::vector<int32_t> ids) {
@@ -164,9 +172,14 @@ void MpiTransport::post_ids(int peer, std::vector<int32_t> ids) {
   posted_.push_back(std::move(posted));
 }
 
-std::vector<int32_t> MpiTransport::recv_ids(int peer) {
+std::vector<int32_t> MpiTransport::recv_ids(int peer, int count) {
   const std::vector<char> buffer = receive_bytes(peer, kTagIds, "waiting for token ids");
   std::vector<int32_t> ids(buffer.size() / sizeof(int32_t));
+  if (static_cast<int>(ids.size()) != count)
+    fail(
+        "pipeline stages disagree: process {} expected {} token ids from process {} but received "
+        "{}; every stage must run the same build with the same flags and prompts",
+        rank_, count, peer, ids.size());
   if (!ids.empty()) std::memcpy(ids.data(), buffer.data(), buffer.size());
   return ids;
 }
@@ -185,6 +198,14 @@ void MpiTransport::barrier() {
   MPI_Request request;
   MPI_Ibarrier(MPI_COMM_WORLD, &request);
   wait(&request, -1, "a barrier every process must reach");
+}
+
+void MpiTransport::broadcast(int root, std::vector<char>& bytes) {
+  STRATA_CHECK(bytes.size() < (size_t{1} << 31), "broadcast of {} bytes", bytes.size());
+  MPI_Request request;
+  MPI_Ibcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, root, MPI_COMM_WORLD,
+             &request);
+  wait(&request, root, "a broadcast from process 0");
 }
 
 void MpiTransport::flush() {

@@ -1,8 +1,9 @@
 #pragma once
-// The MPI transport (OpenMPI on CPU): one rank per process of the job started by mpirun
+// The MPI transport (OpenMPI; host memory): one rank per process of the job started by mpirun
 // (see launch.h). Waits are MPI_Test / MPI_Improbe polls against a deadline, so a dead or
 // hung peer turns into an Error after `timeout` seconds instead of a blocked process; the
-// caller then calls abort(), and mpirun ends every process of the job.
+// caller then calls abort(), and mpirun ends every process of the job. GPU stages use it as
+// their control plane (start-up, barriers, abort) under the NCCL transport.
 #include <deque>
 #include <memory>
 
@@ -21,13 +22,20 @@ class MpiTransport : public Transport {
   std::string name() const override { return "mpi"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  // Processes of this job on this machine (they share its cores).
+  // Processes of this job on this machine (they share its cores, or its GPUs), and this
+  // process's index among them.
   int local_size() const { return local_size_; }
+  int local_rank() const { return local_rank_; }
+  Memory memory() const override { return Memory::Host; }
+  void reserve(int64_t, int) override {}  // messages are sized as they come
 
-  void send_tensor(int peer, const Tensor& tensor) override;
-  Tensor recv_tensor(int peer) override;
+  void send_tensor(int peer, const TensorRef& tensor) override;
+  void recv_tensor(int peer, const TensorRef& tensor) override;
   void post_ids(int peer, std::vector<int32_t> ids) override;
-  std::vector<int32_t> recv_ids(int peer) override;
+  std::vector<int32_t> recv_ids(int peer, int count) override;
+  // Every process gets root's `bytes` (the same count on every process). Bootstraps other
+  // transports: NCCL's unique ids travel this way.
+  void broadcast(int root, std::vector<char>& bytes);
   void barrier() override;
   void flush() override;
   [[noreturn]] void abort(int code) override;
@@ -42,7 +50,7 @@ class MpiTransport : public Transport {
   void reap_posted();
 
   double timeout_s_;
-  int rank_ = 0, size_ = 1, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_size_ = 1, local_rank_ = 0;
   std::deque<std::unique_ptr<Posted>> posted_;  // ids not yet delivered (buffers kept alive)
 };
 

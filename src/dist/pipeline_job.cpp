@@ -5,9 +5,13 @@
 #include <thread>
 
 #include "core/error.h"
+#include "dist/gpu_assignment.h"
 #include "dist/mpi_transport.h"
 #include "dist/partition.h"
 #include "runtime/pipeline_generator.h"
+#ifdef STRATA_WITH_NCCL
+#include "dist/nccl_transport.h"
+#endif
 
 namespace strata {
 
@@ -18,15 +22,35 @@ void validate_pipeline_job(const ModelConfig& config, const RunnerOptions& optio
   if (!(setup.timeout_s > 0))
     fail("--pp-timeout must be a positive number of seconds, got {}", setup.timeout_s);
   options.validate(config);
+  if (options.device == "cuda") {
+#ifndef STRATA_WITH_NCCL
+    fail(
+        "--device cuda with --pp-size {}: this build has no NCCL, which GPU stages hand their "
+        "hidden states over with; rebuild with NCCL (NCCL_ROOT) or use --device cpu",
+        setup.pp_size);
+#endif
+    // On this machine every stage takes a GPU of its own.
+    const std::string problem =
+        gpu_assignment_problem(options.gpu_id, setup.pp_size, cuda_device_count());
+    if (!problem.empty()) fail("{}", problem);
+  }
   validate_requests(config, options.resolved_max_context_len(config), requests);
 }
 
 void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
                         const PipelineSetup& setup, const std::vector<GenerateRequest>& requests,
                         const GenerateOptions& generate_options, const StageReport& report) {
-  MpiTransport transport(setup.timeout_s);
-  const int rank = transport.rank(), size = transport.size();
+  MpiTransport control(setup.timeout_s);
+  const int rank = control.rank(), size = control.size();
   std::string where = fmt::format("pipeline stage {}/{}", rank, size);
+  // CPU stages hand tensors over through MPI; GPU stages through NCCL, with MPI under it.
+  std::unique_ptr<Transport> device_transport;
+  Transport* transport = &control;
+  // Outside the try: on failure the runner must still exist when abort() runs. Destroying it
+  // first would free device memory, which waits for every queued transfer, and a transfer
+  // from a hung stage never ends; abort() (ncclCommAbort, then MPI_Abort) comes first and
+  // never returns.
+  std::unique_ptr<ModelRunner> runner;
   try {
     if (size != setup.pp_size)
       fail("this MPI job has {} processes but --pp-size is {}; start it with mpirun -np {}", size,
@@ -37,24 +61,46 @@ void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
     options.stage = plan;
     // The stages on one machine share its cores.
     if (options.threads == 0)
-      options.threads = std::max(
-          1, static_cast<int>(std::thread::hardware_concurrency()) / transport.local_size());
-    ModelRunner runner(config, options);
-    transport.barrier();  // every stage built: from here on, waits are for real work
+      options.threads =
+          std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / control.local_size());
+    if (options.device == "cuda") {
+      // One process per GPU: this machine's stages take consecutive GPUs from --base-gpu-id.
+      options.gpu_id = gpu_for_process(options.gpu_id, control.local_rank(), control.local_size(),
+                                       cuda_device_count());
+      where += fmt::format(" on GPU {}", options.gpu_id);
+      // Passes wait on transfers from other stages: bound every wait for the device.
+      options.device_wait_timeout_s = setup.timeout_s;
+#ifdef STRATA_WITH_NCCL
+      device_transport = std::make_unique<NcclTransport>(control, options.gpu_id, setup.timeout_s);
+#else
+      fail("this build has no NCCL: GPU pipeline stages need it (rebuild with NCCL_ROOT)");
+#endif
+    }
+    runner = std::make_unique<ModelRunner>(config, options);
+#ifdef STRATA_WITH_NCCL
+    if (device_transport) {
+      static_cast<NcclTransport&>(*device_transport)
+          .set_stream(static_cast<cudaStream_t>(runner->executor()->stream()));
+      transport = device_transport.get();
+    }
+#endif
+    transport->barrier();  // every stage built: from here on, waits are for real work
     GenerateStats stats;
-    const auto outputs = generate_pipelined(runner, transport, requests, generate_options, &stats);
+    const auto outputs =
+        generate_pipelined(*runner, *transport, requests, generate_options, &stats);
     report(rank, plan.is_last, outputs, stats);
     std::fflush(stdout);
-    transport.flush();
-    transport.barrier();  // nobody leaves while another stage may still need it
+    transport->flush();
+    transport->barrier();  // nobody leaves while another stage may still need it
+    runner.reset();        // before the transport that orders work on its stream
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr,
                  "error: %s: out of memory; use a smaller model, batch or --max-total-tokens\n",
                  where.c_str());
-    transport.abort(1);
+    (device_transport ? device_transport.get() : transport)->abort(1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s: %s\n", where.c_str(), e.what());
-    transport.abort(1);
+    (device_transport ? device_transport.get() : transport)->abort(1);
   }
 }
 

@@ -9,6 +9,27 @@
 
 namespace strata {
 
+AttentionOptions attention_options_from_config(const ModelConfig& c, int layer_id) {
+  AttentionOptions o;
+  o.layer_id = layer_id;
+  o.hidden_size = c.hidden_size;
+  o.num_heads = c.num_attention_heads;
+  o.num_kv_heads = c.num_kv_heads;
+  o.head_dim = c.head_dim;
+  o.qkv_bias = o.o_bias = c.attention_bias;
+  o.norm_eps = static_cast<float>(c.rms_norm_eps);
+  o.sliding_window = c.layers[layer_id].sliding_window;
+  o.rope = c.rope;
+  return o;
+}
+
+void add_residual(Tensor& x, const Tensor& y) {
+  if (x.numel() != y.numel())
+    fail("residual add of {} and {}: shapes differ (a bug in the model code)", x.shape_str(),
+         y.shape_str());
+  cpu::add_inplace(x.data(), y.data(), x.numel());
+}
+
 GQAAttention::GQAAttention(WeightSource& w, const std::string& prefix, const AttentionOptions& opt)
     : opt_(opt) {
   const int64_t q_out = int64_t{opt.num_heads} * opt.head_dim,

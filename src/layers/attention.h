@@ -28,6 +28,13 @@ struct AttentionOptions {
   std::string q_norm = "q_norm", k_norm = "k_norm";
 };
 
+// What every family's attention layer reads from config.json: sizes, attention_bias for the
+// q|k|v and o projections, rope, the layer's sliding window. Families set the rest.
+AttentionOptions attention_options_from_config(const ModelConfig& c, int layer_id);
+
+// The residual stream's update x += y (same shape): what every pre-norm block does twice.
+void add_residual(Tensor& x, const Tensor& y);
+
 class GQAAttention {
  public:
   GQAAttention(WeightSource& w, const std::string& prefix, const AttentionOptions& opt);

@@ -25,13 +25,13 @@ class BambaDecoderLayer : public DecoderLayer {
     if (c.layers[layer_id].recurrent == RecurrentKind::Mamba2)
       mamba_.emplace(w, p + "mamba", mamba_options(c, layer_id));
     else
-      attn_.emplace(w, p + "self_attn", attention_options(c, layer_id));
+      attn_.emplace(w, p + "self_attn", attention_options_from_config(c, layer_id));
   }
 
   void forward(Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) override {
     const Tensor h = input_norm_.forward(x);
-    add_to(x, mamba_ ? mamba_->forward(h, batch, ctx) : attn_->forward(h, batch, ctx));
-    add_to(x, mlp_.forward(pre_ff_norm_.forward(x)));
+    add_residual(x, mamba_ ? mamba_->forward(h, batch, ctx) : attn_->forward(h, batch, ctx));
+    add_residual(x, mlp_.forward(pre_ff_norm_.forward(x)));
   }
 
   std::optional<KVLayerLayout> kv_layout() const override {
@@ -56,22 +56,6 @@ class BambaDecoderLayer : public DecoderLayer {
            expanded, o.intermediate());
     o.norm_groups = 1;
     return o;
-  }
-
-  static AttentionOptions attention_options(const ModelConfig& c, int layer_id) {
-    AttentionOptions o;
-    o.layer_id = layer_id;
-    o.hidden_size = c.hidden_size;
-    o.num_heads = c.num_attention_heads;
-    o.num_kv_heads = c.num_kv_heads;
-    o.head_dim = c.head_dim;
-    o.qkv_bias = o.o_bias = c.attention_bias;
-    o.rope = c.rope;
-    return o;
-  }
-
-  static void add_to(Tensor& x, const Tensor& y) {
-    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] += y.data()[i];
   }
 
   RMSNorm input_norm_, pre_ff_norm_;

@@ -144,9 +144,9 @@ class DeepseekDecoderLayer : public DecoderLayer {
   }
 
   void forward(Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) override {
-    add_to(x, attn_.forward(input_norm_.forward(x), batch, ctx));
+    add_residual(x, attn_.forward(input_norm_.forward(x), batch, ctx));
     const Tensor h = post_attention_norm_.forward(x);
-    add_to(x, moe_ ? moe_->forward(h) : dense_->forward(h));
+    add_residual(x, moe_ ? moe_->forward(h) : dense_->forward(h));
   }
 
   std::optional<KVLayerLayout> kv_layout() const override { return attn_.kv_layout(); }
@@ -155,9 +155,6 @@ class DeepseekDecoderLayer : public DecoderLayer {
   static MLAOptions with_layer(MLAOptions o, int layer_id) {
     o.layer_id = layer_id;
     return o;
-  }
-  static void add_to(Tensor& x, const Tensor& y) {
-    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] += y.data()[i];
   }
 
   MLAAttention attn_;

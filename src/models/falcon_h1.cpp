@@ -98,7 +98,7 @@ class FalconH1DecoderLayer : public DecoderLayer {
     for (int64_t i = 0; i < x.numel(); ++i)
       x.data()[i] += m_.ssm_out * ssm.data()[i] + m_.attention_out * attn.data()[i];
     const Tensor mlp = mlp_.forward(pre_ff_norm_.forward(x));
-    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] += mlp.data()[i];
+    add_residual(x, mlp);
   }
 
   std::optional<KVLayerLayout> kv_layout() const override { return attn_.kv_layout(); }
@@ -137,14 +137,7 @@ class FalconH1DecoderLayer : public DecoderLayer {
 
   static AttentionOptions attention_options(const ModelConfig& c, int layer_id,
                                             const FalconMultipliers& m) {
-    AttentionOptions o;
-    o.layer_id = layer_id;
-    o.hidden_size = c.hidden_size;
-    o.num_heads = c.num_attention_heads;
-    o.num_kv_heads = c.num_kv_heads;
-    o.head_dim = c.head_dim;
-    o.qkv_bias = o.o_bias = c.attention_bias;
-    o.rope = c.rope;
+    AttentionOptions o = attention_options_from_config(c, layer_id);
     o.k_scale = m.key;
     return o;
   }

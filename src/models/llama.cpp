@@ -28,10 +28,8 @@ class LlamaDecoderLayer : public DecoderLayer {
   }
 
   void forward(Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) override {
-    Tensor attn_out = attn_.forward(input_norm_.forward(x), batch, ctx);
-    add_to(x, attn_out);
-    Tensor mlp_out = mlp_.forward(post_attention_norm_.forward(x));
-    add_to(x, mlp_out);
+    add_residual(x, attn_.forward(input_norm_.forward(x), batch, ctx));
+    add_residual(x, mlp_.forward(post_attention_norm_.forward(x)));
   }
 
   std::optional<KVLayerLayout> kv_layout() const override { return attn_.kv_layout(); }
@@ -39,22 +37,10 @@ class LlamaDecoderLayer : public DecoderLayer {
  private:
   static AttentionOptions attention_options(const ModelConfig& c, int layer_id,
                                             const LlamaVariant& v) {
-    AttentionOptions o;
-    o.layer_id = layer_id;
-    o.hidden_size = c.hidden_size;
-    o.num_heads = c.num_attention_heads;
-    o.num_kv_heads = c.num_kv_heads;
-    o.head_dim = c.head_dim;
-    o.qkv_bias = v.qkv_bias || c.attention_bias;
-    o.o_bias = c.attention_bias;
+    AttentionOptions o = attention_options_from_config(c, layer_id);
+    o.qkv_bias = v.qkv_bias || c.attention_bias;  // Qwen2 has q|k|v bias without o bias
     o.qk_norm = v.qk_norm;
-    o.norm_eps = static_cast<float>(c.rms_norm_eps);
-    o.sliding_window = c.layers[layer_id].sliding_window;
-    o.rope = c.rope;
     return o;
-  }
-  static void add_to(Tensor& x, const Tensor& y) {
-    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] += y.data()[i];
   }
 
   GQAAttention attn_;

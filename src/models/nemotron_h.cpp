@@ -40,7 +40,7 @@ class NemotronHBlock : public DecoderLayer {
                        : attn_ ? attn_->forward(h, batch, ctx)
                        : mlp_  ? mlp_->forward(h)
                                : moe_->forward(h);
-    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] += out.data()[i];
+    add_residual(x, out);
   }
 
   std::optional<KVLayerLayout> kv_layout() const override {
@@ -90,14 +90,9 @@ class NemotronHBlock : public DecoderLayer {
   }
 
   static AttentionOptions attention_options(const ModelConfig& c, int layer_id) {
-    AttentionOptions o;
-    o.layer_id = layer_id;
-    o.hidden_size = c.hidden_size;
-    o.num_heads = c.num_attention_heads;
-    o.num_kv_heads = c.num_kv_heads;
+    AttentionOptions o = attention_options_from_config(c, layer_id);
     o.head_dim = c.get_int("head_dim", c.get_int("attention_head_dim", c.head_dim));
-    o.qkv_bias = o.o_bias = c.attention_bias;
-    o.use_rope = false;
+    o.use_rope = false;  // NemotronH attention has no positional encoding
     return o;
   }
 

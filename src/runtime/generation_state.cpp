@@ -25,8 +25,15 @@ GenerationState::GenerationState(const ModelConfig& config, TokenMemory& memory,
                               memory.req_to_token().max_requests()));
     }
     const auto& req = requests[i];
-    running_.push_back(Running{static_cast<int>(i), row, -1, static_cast<int>(req.input_ids.size()),
-                               req.input_ids, 0, std::mt19937_64(req.sampling.seed), false});
+    running_.push_back(Running{static_cast<int>(i),
+                               row,
+                               -1,
+                               static_cast<int>(req.input_ids.size()),
+                               req.input_ids,
+                               0,
+                               std::mt19937_64(req.sampling.seed),
+                               false,
+                               {}});
     if (states_) {
       try {
         running_.back().state_slot = states_->alloc();
@@ -106,9 +113,13 @@ void GenerationState::accept(const std::vector<int>& members, const std::vector<
   STRATA_CHECK(tokens.size() == members.size(), "{} tokens for {} requests", tokens.size(),
                members.size());
   const int vocab = config_.vocab_size;
+  const auto now = Clock::now();
   for (size_t b = 0; b < members.size(); ++b) {
     if (tokens[b] < 0) continue;
     Running& r = running_[members[b]];
+    if (prefill_over_ && r.last_token_at != Clock::time_point{})
+      intervals_.push_back(std::chrono::duration<double>(now - r.last_token_at).count());
+    r.last_token_at = now;
     STRATA_CHECK(!r.done && r.cached == static_cast<int>(r.tokens.size()) && tokens[b] < vocab,
                  "token {} for request {} that cannot take one", tokens[b], r.index);
     const auto& p = requests_[r.index].sampling;
@@ -154,6 +165,11 @@ GenerateStats GenerationState::stats() const {
   s.prefill_s = std::chrono::duration<double>(prefilled - start_).count();
   s.decode_s = std::chrono::duration<double>(end - prefilled).count();
   s.decode_tokens = decode_tokens_;
+  if (!intervals_.empty()) {
+    std::vector<double> sorted = intervals_;
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+    s.itl_median_s = sorted[sorted.size() / 2];
+  }
   return s;
 }
 

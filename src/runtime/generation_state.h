@@ -60,6 +60,7 @@ class GenerationState {
     int cached = 0;           // tokens whose KV is in the cache
     std::mt19937_64 rng;
     bool done = false;
+    std::chrono::steady_clock::time_point last_token_at{};  // when its last token was accepted
     bool prefilling() const { return !done && cached < prompt_len; }
   };
   void add_extend(ForwardBatch& batch, Running& r, int n);
@@ -81,6 +82,7 @@ class GenerationState {
   Clock::time_point start_, prefilled_, end_;
   bool prefill_over_ = false, finished_ = false;
   int64_t decode_tokens_ = 0;
+  std::vector<double> intervals_;  // seconds between consecutive decode tokens of a request
 };
 
 }  // namespace strata

@@ -28,6 +28,9 @@ struct GenerateStats {
   double prefill_s = 0, decode_s = 0;
   int64_t decode_tokens = 0;
   double wait_s = 0;  // pipelined: time this stage spent waiting on others (hand-overs, ids)
+  // Median time between two consecutive tokens of one request while decoding (the time per
+  // decode step as a request sees it; robust to the few first steps that warm up).
+  double itl_median_s = 0;
   double decode_tokens_per_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0.0; }
 };
 

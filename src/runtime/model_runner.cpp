@@ -15,8 +15,19 @@
 namespace strata {
 
 namespace {
+
 constexpr int64_t kDefaultMaxTotalTokens = 1 << 18;
+
+std::vector<int32_t> argmax_rows(const Tensor& logits) {
+  std::vector<int32_t> ids(logits.dim(0));
+  const int64_t vocab = logits.dim(1);
+  for (int64_t r = 0; r < logits.dim(0); ++r)
+    ids[r] = static_cast<int32_t>(std::max_element(logits.row(r), logits.row(r) + vocab) -
+                                  logits.row(r));
+  return ids;
 }
+
+}  // namespace
 
 void RunnerOptions::validate(const ModelConfig& config) const {
   std::vector<std::string> problems;
@@ -33,6 +44,13 @@ void RunnerOptions::validate(const ModelConfig& config) const {
         "-DSTRATA_CUDA=ON on a machine with the CUDA toolkit, or use --device cpu");
 #endif
   }
+  if (gpu_id < 0)
+    problems.push_back(fmt::format("--base-gpu-id must be at least 0, got {}", gpu_id));
+  else if (device == "cpu" && gpu_id != 0)
+    problems.push_back(
+        fmt::format("--base-gpu-id {} picks a GPU, but --device is cpu: add --device cuda or leave "
+                    "--base-gpu-id out",
+                    gpu_id));
   if (device == "cpu" && attention_backend != "auto" && attention_backend != "cpu")
     problems.push_back(
         fmt::format("--attention-backend '{}' is not available on {}: use auto or cpu",
@@ -95,7 +113,7 @@ int RunnerOptions::resolved_max_context_len(const ModelConfig& config) const {
 }
 
 ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options)
-    : config_(config), options_(options) {
+    : config_(config), options_(options), stage_(options.stage.value_or(StagePlan::whole(config))) {
   options.validate(config);
   validate_architecture(config);
   const int threads = options.threads > 0
@@ -104,7 +122,7 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
   cpu::set_num_threads(threads);
 
   max_context_len_ = options.resolved_max_context_len(config);
-  const StagePlan stage = options.stage.value_or(StagePlan::whole(config));
+  const StagePlan& stage = stage_;
   const int64_t natural_slots = std::min<int64_t>(
       int64_t{options.max_running_requests} * max_context_len_, kDefaultMaxTotalTokens);
 #ifdef STRATA_WITH_CUDA
@@ -156,16 +174,54 @@ Tensor ModelRunner::forward(const ForwardBatch& batch, const Tensor& hidden_in) 
 
 std::vector<int32_t> ModelRunner::forward_greedy(const ForwardBatch& batch) {
   if (executor_) return executor_->forward_greedy(batch);
-  const Tensor logits = forward(batch);
-  std::vector<int32_t> ids(logits.dim(0));
-  const int64_t vocab = logits.dim(1);
-  for (int64_t r = 0; r < logits.dim(0); ++r)
-    ids[r] = static_cast<int32_t>(std::max_element(logits.row(r), logits.row(r) + vocab) -
-                                  logits.row(r));
-  return ids;
+  return argmax_rows(forward(batch));
+}
+
+TensorRef ModelRunner::stage_input(int num_tokens) {
+  if (executor_) return executor_->stage_input(num_tokens);
+  STRATA_CHECK(!stage_.is_first, "the first stage embeds its tokens: it takes no input");
+  const std::vector<int64_t> shape = {num_tokens, config_.hidden_size};
+  if (stage_in_.shape() != shape) stage_in_ = Tensor(shape);
+  return TensorRef::host(stage_in_);
+}
+
+ModelRunner::StageResult ModelRunner::forward_stage(const ForwardBatch& batch, bool greedy) {
+  StageResult result;
+  if (executor_) {
+    if (!stage_.is_last)
+      executor_->forward_hidden(batch);
+    else if (greedy)
+      result.ids = executor_->forward_greedy(batch);
+    else
+      result.logits = executor_->forward(batch);
+    return result;
+  }
+  Tensor out = forward(batch, stage_.is_first ? Tensor{} : stage_in_);
+  if (!stage_.is_last) {
+    stage_out_ = std::move(out);
+  } else if (greedy) {
+    result.ids = argmax_rows(out);
+  } else {
+    result.logits = std::move(out);
+  }
+  return result;
+}
+
+TensorRef ModelRunner::stage_output() {
+  if (executor_) return executor_->stage_output();
+  STRATA_CHECK(!stage_.is_last && !stage_out_.empty(), "no hidden state to hand on");
+  return TensorRef::host(stage_out_);
+}
+
+void ModelRunner::reserve(int max_tokens, int max_batch) {
+  if (executor_) executor_->reserve(max_tokens, max_batch);
 }
 
 #ifndef STRATA_WITH_CUDA
+int cuda_device_count() {
+  return 0;
+}
+
 bool cuda_available(std::string* why) {
   if (why) *why = "this build of strata has no CUDA backend (configure with -DSTRATA_CUDA=ON)";
   return false;

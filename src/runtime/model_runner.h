@@ -22,6 +22,10 @@ struct RunnerOptions {
   int page_size = 1;
   double mem_fraction_static = 0.88;  // GPU: share of device memory for weights + KV cache
   bool cuda_graph = true;             // GPU: replay decode steps as CUDA graphs
+  int gpu_id = 0;                     // GPU: the device this process drives (--base-gpu-id)
+  // GPU: longest wait for the device in seconds (0: no limit). Pipeline stages set their
+  // --pp-timeout: their passes wait on transfers from other processes.
+  double device_wait_timeout_s = 0;
   int max_running_requests = 16;
   int max_context_len = 0;       // 0: the model's max_position_embeddings (or 32768)
   int64_t max_total_tokens = 0;  // KV slots; 0: max_running_requests * max_context_len, capped
@@ -59,11 +63,29 @@ class ModelRunner {
   ModelRunner(const ModelConfig& config, const RunnerOptions& options);
   ~ModelRunner();
 
-  // One forward pass. hidden_in: the previous stage's output (non-first stages only).
+  // One forward pass. hidden_in: the previous stage's output (non-first stages only; host
+  // models).
   Tensor forward(const ForwardBatch& batch, const Tensor& hidden_in = {});
   // One forward pass of the last stage, returning the argmax of each logits row (greedy
   // sampling; on a GPU it runs there and no logits are copied back).
   std::vector<int32_t> forward_greedy(const ForwardBatch& batch);
+
+  // Pipeline stages (runtime/pipeline_generator.cpp), on any device. A stage after the first
+  // receives the previous stage's hidden state [tokens, hidden_size] into stage_input(tokens);
+  // forward_stage runs the batch from there (the first stage: from its tokens); a stage
+  // before the last then hands stage_output() on. Both live where the runner computes (host
+  // memory, or its GPU); on a GPU, forward_stage of a stage before the last only queues work.
+  struct StageResult {
+    Tensor logits;             // last stage, unless greedy
+    std::vector<int32_t> ids;  // last stage with greedy: the argmax of each row
+  };
+  TensorRef stage_input(int num_tokens);
+  StageResult forward_stage(const ForwardBatch& batch, bool greedy);
+  TensorRef stage_output();
+  Memory memory_kind() const { return executor_ ? Memory::Device : Memory::Host; }
+  // Sizes the buffers of passes of up to `max_tokens` tokens and `max_batch` requests now.
+  void reserve(int max_tokens, int max_batch);
+  const StagePlan& stage() const { return stage_; }
 
   const ModelConfig& config() const { return config_; }
   const RunnerOptions& options() const { return options_; }
@@ -80,7 +102,9 @@ class ModelRunner {
  private:
   ModelConfig config_;
   RunnerOptions options_;
+  StagePlan stage_;
   int max_context_len_ = 0;
+  Tensor stage_in_, stage_out_;  // host stages' hand-over buffers
   std::unique_ptr<WeightSource> weights_;
   std::unique_ptr<CausalLM> model_;
   std::unique_ptr<TokenMemory> memory_;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 #include "runtime/generation_state.h"
@@ -13,17 +14,38 @@ namespace strata {
 
 namespace {
 
-// Fault injection for the failure tests (tests/pp_test.cpp): STRATA_PP_FAULT=hang:K or exit:K
-// makes stage K hang, or die, right after its first forward pass.
-void maybe_inject_fault(int stage) {
+// Fault injection for the failure tests (tests/pp_test.cpp, tests/pp_cuda_test.cpp):
+// STRATA_PP_FAULT=KIND:K makes stage K fail right after its first forward pass: exit (the
+// process dies), hang (it stops answering), and on a GPU oom (an allocation fails) or trap (a
+// kernel faults).
+void maybe_inject_fault(int stage, ModelRunner& runner) {
   const char* spec = std::getenv("STRATA_PP_FAULT");
   if (!spec) return;
   const std::string s = spec;
   const auto colon = s.find(':');
   if (colon == std::string::npos || std::stoi(s.substr(colon + 1)) != stage) return;
-  if (s.substr(0, colon) == "exit") std::_Exit(3);
-  if (s.substr(0, colon) == "hang")
+  const std::string kind = s.substr(0, colon);
+  if (kind == "exit") std::_Exit(3);
+  if (kind == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
+  if (runner.executor()) runner.executor()->inject_fault(kind);
+}
+
+// The largest pass of any micro-batch: every member's first prompt piece (later pieces and
+// decode steps are no larger). Stages size their buffers for it before the first hand-over.
+std::pair<int, int> largest_pass(const std::vector<GenerateRequest>& requests,
+                                 const std::vector<std::vector<int>>& groups, int chunk) {
+  int max_tokens = 1, max_batch = 1;
+  for (const auto& group : groups) {
+    int tokens = 0;
+    for (int i : group) {
+      const int len = static_cast<int>(requests[i].input_ids.size());
+      tokens += chunk > 0 ? std::min(len, chunk) : len;
+    }
+    max_tokens = std::max(max_tokens, tokens);
+    max_batch = std::max(max_batch, static_cast<int>(group.size()));
+  }
+  return {max_tokens, max_batch};
 }
 
 }  // namespace
@@ -33,68 +55,75 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
                                                const GenerateOptions& options,
                                                GenerateStats* stats) {
   validate_requests(runner, requests);
-  const StagePlan& stage = runner.model().stage();
+  const StagePlan& stage = runner.stage();
   const int rank = transport.rank(), last = transport.size() - 1;
   STRATA_CHECK(stage.is_first == (rank == 0) && stage.is_last == (rank == last),
                "stage [{}, {}) runs as process {} of {}", stage.start_layer, stage.end_layer, rank,
                last + 1);
+  if (transport.memory() != runner.memory_kind())
+    fail("the {} transport carries tensors in {}, but this stage computes in {}", transport.name(),
+         to_string(transport.memory()), to_string(runner.memory_kind()));
   GenerationState state(runner.config(), runner.memory(), runner.state_pool(), requests, options);
   const auto groups = split_into_micro_batches(
       static_cast<int>(requests.size()),
       options.micro_batches > 0 ? options.micro_batches : transport.size());
+  const auto [max_tokens, max_batch] = largest_pass(requests, groups, options.chunked_prefill_size);
+  runner.reserve(max_tokens, max_batch);
+  transport.reserve(int64_t{max_tokens} * runner.config().hidden_size, max_batch);
+  // Greedy requests without logits returned need only the argmax, which the last stage
+  // computes where its logits are (on a GPU: no logits copied back), as generate() does.
+  bool argmax_only = !options.return_logits;
+  for (const auto& r : requests)
+    argmax_only = argmax_only && (r.sampling.temperature == 0.0f || r.sampling.top_k == 1);
   // A micro-batch whose ids this stage still has to receive from the last stage.
   std::vector<std::vector<int>> awaiting(groups.size());
   std::vector<int> members;
   bool first_pass = true;
   // Time spent in the transport: waiting for the neighbours, i.e. the pipeline's bubbles.
+  // (Device transports only queue tensor hand-overs; their stages wait in recv_ids.)
   double waited = 0;
   auto timed = [&waited](auto&& call) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto result = call();
+    call();
     waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return result;
   };
   for (bool progressed = true; progressed;) {
     progressed = false;
     for (size_t g = 0; g < groups.size(); ++g) {
       if (!awaiting[g].empty()) {
-        state.accept(awaiting[g], timed([&] { return transport.recv_ids(last); }), nullptr);
+        std::vector<int32_t> ids;
+        timed([&] { ids = transport.recv_ids(last, static_cast<int>(awaiting[g].size())); });
+        state.accept(awaiting[g], ids, nullptr);
         awaiting[g].clear();
       }
       const ForwardBatch batch = state.next_batch(groups[g], &members);
       if (members.empty()) continue;
       progressed = true;
-      Tensor hidden_in;
       if (!stage.is_first) {
-        hidden_in = timed([&] { return transport.recv_tensor(rank - 1); });
-        if (hidden_in.ndim() != 2 || hidden_in.dim(0) != batch.num_tokens() ||
-            hidden_in.dim(1) != runner.config().hidden_size)
-          fail(
-              "pipeline stages disagree: stage {} built a batch of {} tokens but stage {} sent "
-              "a hidden state of shape {}; every stage must run the same build with the same "
-              "flags and prompts",
-              rank, batch.num_tokens(), rank - 1, hidden_in.shape_str());
+        const TensorRef input = runner.stage_input(batch.num_tokens());
+        timed([&] { transport.recv_tensor(rank - 1, input); });
       }
-      const Tensor out = runner.forward(batch, hidden_in);
-      if (first_pass) maybe_inject_fault(rank);
+      ModelRunner::StageResult out = runner.forward_stage(batch, argmax_only);
+      if (first_pass) maybe_inject_fault(rank, runner);
       first_pass = false;
       if (stage.is_last) {
-        const std::vector<int32_t> tokens = state.sample(members, out);
+        std::vector<int32_t> tokens;
+        if (argmax_only) {
+          tokens = std::move(out.ids);
+          for (size_t b = 0; b < members.size(); ++b)
+            if (!state.ready_to_sample(members[b])) tokens[b] = -1;  // still mid-prompt
+        } else {
+          tokens = state.sample(members, out.logits);
+        }
         for (int peer = 0; peer < last; ++peer) transport.post_ids(peer, tokens);
-        state.accept(members, tokens, &out);
+        state.accept(members, tokens, argmax_only ? nullptr : &out.logits);
       } else {
-        timed([&] {
-          transport.send_tensor(rank + 1, out);
-          return 0;
-        });
+        timed([&] { transport.send_tensor(rank + 1, runner.stage_output()); });
         awaiting[g] = members;
       }
     }
   }
-  timed([&] {
-    transport.flush();
-    return 0;
-  });
+  timed([&] { transport.flush(); });
   if (stats) {
     *stats = state.stats();
     stats->wait_s = waited;

@@ -57,6 +57,9 @@ TEST(Jinja, StringMethodsAndFilters) {
             "x|3|5|1,2,3");
   EXPECT_EQ(render("{{ {'a': [1, 'é', none, true]} | tojson }}|{{ undefined_var | default('d') }}"),
             "{\"a\": [1, \"é\", null, true]}|d");
+  // Escapes as Python's json.dumps writes them (json.dumps('q"b\\\n\x01\t/é', ensure_ascii=False)).
+  EXPECT_EQ(render("{{ s | tojson }}", {{"s", "q\"b\\\n\x01\t/é"}}),
+            "\"q\\\"b\\\\\\n\\u0001\\t/é\"");
   EXPECT_EQ(
       render(
           "{{ msgs | selectattr('role', 'equalto', 'user') | map(attribute='content') | list }}",

@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <string>
 
 namespace strata::cuda {
@@ -20,6 +21,14 @@ namespace strata::cuda {
 bool device_present(std::string* why);
 // Multiprocessors of the current device (cached after the first call).
 int sm_count();
+// GPUs this process can see (0 when there is no driver or device).
+int device_count();
+
+// Waits until `event` has completed, polling, for at most `timeout_s` seconds (0: no limit).
+// Returns false when the time ran out. `poll`, when given, runs between polls and may throw
+// (a device transport checks its communicators there). Work that waits on another process
+// (a NCCL transfer) is waited for this way, so a peer that hangs cannot block this one forever.
+bool wait_event(cudaEvent_t event, double timeout_s, const std::function<void()>& poll = {});
 
 }  // namespace strata::cuda
 

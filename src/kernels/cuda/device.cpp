@@ -1,5 +1,8 @@
 #include <fmt/format.h>
 
+#include <chrono>
+#include <thread>
+
 #include "core/error.h"
 #include "kernels/cuda/device_buffer.h"
 
@@ -50,6 +53,35 @@ int sm_count() {
   return count;
 }
 
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+bool wait_event(cudaEvent_t event, double timeout_s, const std::function<void()>& poll) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  // Spin first (a pipeline hand-over or a decode step is usually microseconds away), then
+  // yield, then sleep: a waiting stage leaves the CPU to the stages that work.
+  for (int polls = 0;; ++polls) {
+    const cudaError_t err = cudaEventQuery(event);
+    if (err == cudaSuccess) return true;
+    if (err != cudaErrorNotReady) STRATA_CUDA_CHECK(err);
+    if (poll) poll();
+    if (timeout_s > 0 && std::chrono::duration<double>(Clock::now() - start).count() > timeout_s)
+      return false;
+    if (polls < 256) continue;
+    if (polls < 4096)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
     if (ptr_) cudaFree(ptr_);
@@ -71,6 +103,19 @@ void DeviceBuffer::ensure(size_t bytes) {
   ptr_ = nullptr;
   bytes_ = 0;
   STRATA_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+  bytes_ = bytes;
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (ptr_) cudaFreeHost(ptr_);
+}
+
+void PinnedBuffer::ensure(size_t bytes) {
+  if (bytes <= bytes_) return;
+  if (ptr_) STRATA_CUDA_CHECK(cudaFreeHost(ptr_));
+  ptr_ = nullptr;
+  bytes_ = 0;
+  STRATA_CUDA_CHECK(cudaMallocHost(&ptr_, bytes));
   bytes_ = bytes;
 }
 

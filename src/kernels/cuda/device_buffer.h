@@ -35,6 +35,26 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// PinnedBuffer: page-locked host memory (cudaMallocHost), grown on demand. Device-to-host
+// copies into it are truly asynchronous; a copy into pageable memory blocks the calling thread
+// until the stream reaches it, which a pipeline stage must never do unboundedly.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer();
+  void ensure(size_t bytes);  // contents are lost when it grows
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Host <-> device copies on the default stream, synchronous; for tests and weight loading.
 template <typename T>
 DeviceBuffer to_device(const std::vector<T>& host) {

@@ -280,6 +280,15 @@ void argmax_rows(const float* logits, int rows, int vocab, int32_t* ids, cudaStr
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
+__global__ void trap_kernel() {
+  __trap();
+}
+
+void trap(cudaStream_t stream) {
+  trap_kernel<<<1, 1, 0, stream>>>();
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
 void fill_random(bf16* out, int64_t n, uint64_t seed, float stddev, cudaStream_t stream) {
   if (n == 0) return;
   fill_random_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, n, seed, stddev * 1.7320508f);

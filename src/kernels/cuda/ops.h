@@ -66,6 +66,10 @@ void scatter_req_to_token(const int32_t* req_pool_indices, const int32_t* prefix
 // ids[r] = argmax logits[r, :vocab] (first maximum, as the CPU sampler).
 void argmax_rows(const float* logits, int rows, int vocab, int32_t* ids, cudaStream_t stream);
 
+// A kernel that fails (illegal instruction), for fault-injection tests: the device context is
+// unusable afterwards, as after a real kernel fault.
+void trap(cudaStream_t stream);
+
 // Random bf16 values, uniform with standard deviation `stddev`, deterministic in (seed, index):
 // dummy weights made on the device (an 8B model in a second instead of minutes on the host).
 void fill_random(bf16* out, int64_t n, uint64_t seed, float stddev, cudaStream_t stream);

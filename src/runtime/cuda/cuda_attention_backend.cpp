@@ -13,10 +13,37 @@ CudaAttentionBackend::CudaAttentionBackend(DeviceKVPool* pool, int max_requests,
   req_to_token_.ensure(table_bytes);
   STRATA_CUDA_CHECK(cudaMemset(req_to_token_.data(), 0, table_bytes));
   for (int id : pool_->layer_ids()) max_lv_ = std::max(max_lv_, pool_->layout(id).v_head_dim);
+  STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
 }
 
 CudaAttentionBackend::~CudaAttentionBackend() {
   if (staging_) cudaFreeHost(staging_);
+  if (queued_) cudaEventDestroy(queued_);
+}
+
+void CudaAttentionBackend::ensure_staging(size_t count) {
+  if (count <= staging_capacity_) return;
+  if (staging_) STRATA_CUDA_CHECK(cudaFreeHost(staging_));
+  staging_ = nullptr;
+  const size_t cap = std::max<size_t>(count, 2 * staging_capacity_);
+  STRATA_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), cap * sizeof(int32_t)));
+  staging_capacity_ = cap;
+}
+
+void CudaAttentionBackend::mark_queued() {
+  STRATA_CUDA_CHECK(cudaEventRecord(queued_, stream_));
+  marked_ = true;
+}
+
+void CudaAttentionBackend::reserve(int max_tokens, int max_batch, int num_q_heads) {
+  // The metadata layout of stage(): ids, positions, slots (per token), rows, prefixes,
+  // offsets (+1), last rows (per request).
+  const size_t count = 3 * static_cast<size_t>(max_tokens) + 4 * static_cast<size_t>(max_batch) + 1;
+  ensure_staging(count);
+  meta_.ensure(count * sizeof(int32_t));
+  const size_t parts = static_cast<size_t>(max_batch) * num_q_heads * cuda::kMaxDecodeSplits;
+  partial_out_.ensure(parts * max_lv_ * sizeof(float));
+  partial_lse_.ensure(parts * sizeof(float));
 }
 
 void CudaAttentionBackend::prepare(const ForwardBatch& batch) {
@@ -69,15 +96,17 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   off_offsets_ = off_prefix_ + b;
   off_last_ = off_offsets_ + b + 1;
   const size_t count = static_cast<size_t>(off_last_ + b);
-  // The previous pass may still read the staging buffer through its copy: wait for it.
-  STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  if (count > staging_capacity_) {
-    if (staging_) STRATA_CUDA_CHECK(cudaFreeHost(staging_));
-    staging_ = nullptr;
-    const size_t cap = std::max<size_t>(count, 2 * staging_capacity_);
-    STRATA_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), cap * sizeof(int32_t)));
-    staging_capacity_ = cap;
-  }
+  // The previous pass may still read the staging buffer through its copy: wait for it, for
+  // a bounded time (in a pipeline stage that pass may wait on a transfer from another process).
+  if (!marked_) STRATA_CUDA_CHECK(cudaEventRecord(queued_, stream_));
+  marked_ = false;
+  if (!cuda::wait_event(queued_, wait_timeout_s_))
+    fail(
+        "waited {} s for the GPU to finish its queued work (the previous pass, or a hand-over "
+        "from another pipeline stage); a stage it waits on is hung or dead, or a pass takes "
+        "longer than --pp-timeout allows",
+        wait_timeout_s_);
+  ensure_staging(count);
   std::copy(batch.input_ids.begin(), batch.input_ids.end(), staging_ + off_ids_);
   std::copy(batch.positions.begin(), batch.positions.end(), staging_ + off_pos_);
   std::copy(batch.out_cache_loc.begin(), batch.out_cache_loc.end(), staging_ + off_loc_);

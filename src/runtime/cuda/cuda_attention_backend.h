@@ -24,6 +24,7 @@ class CudaAttentionBackend : public AttentionBackend {
   // Device half: one copy of the staged metadata, then the request-table update. Only device
   // work, so a CUDA graph can capture it (replays copy whatever stage() left in the buffer).
   void upload();
+  void ensure_staging(size_t count);
   // Decode split count the next decode pass will use (part of a CUDA graph's key).
   int decode_splits(int num_kv_heads) const;
   // Every device/pinned buffer a captured pass refers to; a graph is valid while this holds.
@@ -46,6 +47,17 @@ class CudaAttentionBackend : public AttentionBackend {
   const std::vector<int64_t>& decode_partial_shape() const { return partial_shape_; }
   // Forces the decode split count (tests); 0 restores the automatic choice.
   void set_decode_splits(int n) { forced_splits_ = n; }
+  // The executor calls this once a pass is queued (its upload included): the next stage()
+  // then waits for that pass only, not for work queued after it (a pipeline stage queues the
+  // receive of its next input there; waiting for it would delay the next launch).
+  void mark_queued();
+  // Longest wait for the previous pass in stage() (0: no limit). Pipeline stages bound it:
+  // their passes wait on transfers from other processes.
+  void set_wait_timeout(double seconds) { wait_timeout_s_ = seconds; }
+  // Allocates every buffer for passes of up to `max_tokens` tokens and `max_batch` requests
+  // with `num_q_heads` query heads now, so that no later pass frees device memory (which would
+  // wait for every transfer in flight).
+  void reserve(int max_tokens, int max_batch, int num_q_heads);
 
  private:
   template <typename OutT>
@@ -66,6 +78,9 @@ class CudaAttentionBackend : public AttentionBackend {
   bool prepared_ = false;
   int max_lv_ = 0;  // widest cached value over the pool's layers (partial buffers are sized by it)
   int forced_splits_ = 0;
+  double wait_timeout_s_ = 0;
+  cudaEvent_t queued_ = nullptr;  // recorded after the previous pass (mark_queued, or stage())
+  bool marked_ = false;
   std::vector<int64_t> partial_shape_;
   cuda::DeviceBuffer partial_out_, partial_lse_;
 };

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "dist/gpu_assignment.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/cuda/llama_executor.h"
 
@@ -40,6 +41,10 @@ bool cuda_available(std::string* why) {
   return cuda::device_present(why);
 }
 
+int cuda_device_count() {
+  return cuda::device_count();
+}
+
 std::vector<std::string> cuda_configuration_problems(const ModelConfig& c, const RunnerOptions& o) {
   std::vector<std::string> problems;
   std::vector<std::string> names;
@@ -52,9 +57,6 @@ std::vector<std::string> cuda_configuration_problems(const ModelConfig& c, const
     problems.push_back(
         fmt::format("--attention-backend '{}' is not available on cuda: use auto or cuda",
                     o.attention_backend));
-  if (o.stage && (o.stage->start_layer != 0 || o.stage->end_layer != c.num_layers))
-    problems.push_back(
-        "--device cuda runs the whole model in one process: pipeline stages are not supported yet");
   if (!(o.mem_fraction_static > 0.0 && o.mem_fraction_static <= 1.0))
     problems.push_back(
         fmt::format("--mem-fraction-static must be in (0, 1], got {}", o.mem_fraction_static));
@@ -74,6 +76,10 @@ std::vector<std::string> cuda_configuration_problems(const ModelConfig& c, const
   std::string why;
   if (problems.empty() && !cuda::device_present(&why))
     problems.push_back(fmt::format("--device cuda: {}; use --device cpu", why));
+  else if (problems.empty() && o.gpu_id >= 0) {  // a negative id: RunnerOptions::validate
+    const std::string p = gpu_assignment_problem(o.gpu_id, 1, cuda::device_count());
+    if (!p.empty()) problems.push_back(p);
+  }
   return problems;
 }
 
@@ -81,6 +87,7 @@ std::unique_ptr<DeviceExecutor> make_cuda_executor(const ModelConfig& config,
                                                    const RunnerOptions& options) {
   const auto it = cuda_executors().find(config.architecture);
   STRATA_CHECK(it != cuda_executors().end(), "no cuda executor for {}", config.architecture);
+  STRATA_CUDA_CHECK(cudaSetDevice(options.gpu_id));
   return it->second(config, options);
 }
 

@@ -1,12 +1,17 @@
 // Per layer, as the host model (models/llama.cpp):
 //   h = x + o_proj(Attn(rope(norm_qk(qkv_proj(RMSNorm(x))))))
 //   x = h + down_proj(silu(gate_proj(RMSNorm(h))) * up_proj(RMSNorm(h)))
-// o_proj and down_proj add into the residual stream inside the GEMM (beta = 1).
+// o_proj and down_proj add into the residual stream inside the GEMM (beta = 1), so the f32
+// residual stream `hidden_` is the whole state between layers: a pipeline stage hands exactly
+// that buffer (hidden state and residual in one) to the next stage. A stage holds the
+// weights and KV cache of its own layers only; the embedding on the first stage, the final
+// norm and LM head on the last.
 #include "runtime/cuda/llama_executor.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -34,8 +39,9 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 class CudaLlamaExecutor : public DeviceExecutor {
  public:
   CudaLlamaExecutor(const ModelConfig& c, const RunnerOptions& options, const LlamaVariant& variant)
-      : c_(c), options_(options) {
+      : c_(c), options_(options), stage_(options.stage.value_or(StagePlan::whole(c))) {
     STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&synced_, cudaEventDisableTiming));
     blas_ = std::make_unique<cuda::Blas>(stream_);
     hq_ = c.num_attention_heads;
     hkv_ = c.num_kv_heads;
@@ -62,18 +68,22 @@ class CudaLlamaExecutor : public DeviceExecutor {
   ~CudaLlamaExecutor() override {
     for (auto& [_, g] : graphs_) cudaGraphExecDestroy(g.exec);
     attention_.reset();
+    if (synced_) cudaEventDestroy(synced_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
   std::string describe() const override {
-    return fmt::format("cuda: {} layers, {:.2f} GiB of weights, {} KV slots ({:.2f} GiB)",
-                       c_.num_layers, weights_bytes_ / kGiB, pool_ ? pool_->num_slots() : 0,
-                       pool_ ? pool_->bytes() / kGiB : 0.0);
+    return fmt::format(
+        "cuda:{}: layers [{}, {}) of {}, {:.2f} GiB of weights, {} KV slots ({:.2f} GiB)",
+        options_.gpu_id, stage_.start_layer, stage_.end_layer, c_.num_layers, weights_bytes_ / kGiB,
+        pool_ ? pool_->num_slots() : 0, pool_ ? pool_->bytes() / kGiB : 0.0);
   }
 
+  // The attention layers of this stage only (DESIGN.md §1.1: the pool answers by global id).
   std::map<int, KVLayerLayout> kv_layouts() const {
     std::map<int, KVLayerLayout> out;
-    for (int id : c_.attention_layer_ids()) out[id] = KVLayerLayout{hkv_, hd_, hd_, false};
+    for (int id : c_.attention_layer_ids())
+      if (stage_.owns(id)) out[id] = KVLayerLayout{hkv_, hd_, hd_, false};
     return out;
   }
 
@@ -109,26 +119,70 @@ class CudaLlamaExecutor : public DeviceExecutor {
     attention_ =
         std::make_unique<CudaAttentionBackend>(pool_.get(), memory.req_to_token().max_requests(),
                                                memory.req_to_token().max_context_len(), stream_);
+    attention_->set_wait_timeout(options_.device_wait_timeout_s);
   }
 
   Tensor forward(const ForwardBatch& batch) override {
+    STRATA_CHECK(stage_.is_last, "logits asked of a stage without the LM head");
     const int rows = run(batch);
+    const size_t bytes = static_cast<size_t>(rows) * c_.vocab_size * sizeof(float);
+    host_.ensure(bytes);
+    STRATA_CUDA_CHECK(
+        cudaMemcpyAsync(host_.as<float>(), logits_.data(), bytes, cudaMemcpyDeviceToHost, stream_));
+    sync();
     Tensor logits({rows, c_.vocab_size});
-    STRATA_CUDA_CHECK(cudaMemcpyAsync(logits.data(), logits_.data(), logits.numel() * sizeof(float),
-                                      cudaMemcpyDeviceToHost, stream_));
-    STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::memcpy(logits.data(), host_.as<float>(), bytes);
     return logits;
   }
 
   std::vector<int32_t> forward_greedy(const ForwardBatch& batch) override {
+    STRATA_CHECK(stage_.is_last, "logits asked of a stage without the LM head");
     const int rows = run(batch);
     ids_.ensure(rows * sizeof(int32_t));
     cuda::argmax_rows(logits_.as<float>(), rows, c_.vocab_size, ids_.as<int32_t>(), stream_);
-    std::vector<int32_t> ids(rows);
-    STRATA_CUDA_CHECK(cudaMemcpyAsync(ids.data(), ids_.data(), rows * sizeof(int32_t),
+    host_.ensure(rows * sizeof(int32_t));
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(host_.as<int32_t>(), ids_.data(), rows * sizeof(int32_t),
                                       cudaMemcpyDeviceToHost, stream_));
-    STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return ids;
+    sync();
+    return std::vector<int32_t>(host_.as<int32_t>(), host_.as<int32_t>() + rows);
+  }
+
+  TensorRef stage_input(int num_tokens) override {
+    STRATA_CHECK(!stage_.is_first, "the first stage embeds its tokens: it takes no input");
+    hidden_.ensure(static_cast<size_t>(num_tokens) * c_.hidden_size * sizeof(float));
+    return {hidden_.as<float>(), {num_tokens, c_.hidden_size}, Memory::Device};
+  }
+
+  void forward_hidden(const ForwardBatch& batch) override {
+    STRATA_CHECK(!stage_.is_last, "the last stage returns logits, not a hidden state");
+    run(batch);
+  }
+
+  TensorRef stage_output() override {
+    STRATA_CHECK(!stage_.is_last, "the last stage returns logits, not a hidden state");
+    return {hidden_.as<float>(), {last_tokens_, c_.hidden_size}, Memory::Device};
+  }
+
+  void* stream() override { return stream_; }
+
+  void reserve(int max_tokens, int max_batch) override {
+    STRATA_CHECK(attention_ != nullptr, "reserve before the KV pool is attached");
+    ensure_activations(max_tokens, stage_.is_last ? max_batch : 0);
+    attention_->reserve(max_tokens, max_batch, hq_);
+    ids_.ensure(static_cast<size_t>(max_batch) * sizeof(int32_t));
+    if (stage_.is_last)
+      host_.ensure(static_cast<size_t>(max_batch) * c_.vocab_size * sizeof(float));
+  }
+
+  void inject_fault(const std::string& kind) override {
+    if (kind == "oom") {
+      cuda::DeviceBuffer too_large(size_t{1} << 50);  // 1 PiB: the allocation fails as OOM does
+    } else if (kind == "trap") {
+      cuda::trap(stream_);
+      sync();
+    } else {
+      fail("unknown device fault '{}' (use oom or trap)", kind);
+    }
   }
 
  private:
@@ -136,8 +190,10 @@ class CudaLlamaExecutor : public DeviceExecutor {
     auto source = open_weights(c_.model_dir, options_.load_format, options_.seed);
     DeviceWeights w(*source, options_.load_format == LoadFormat::Dummy, options_.seed, stream_);
     const int64_t h = c_.hidden_size, inter = c_.intermediate_size, kv_out = int64_t{hkv_} * hd_;
-    embed_ = w.table("model.embed_tokens.weight", c_.vocab_size, h);
-    for (int id = 0; id < c_.num_layers; ++id) {
+    // The embedding table on the first stage, and on the last when the LM head is tied to it.
+    if (stage_.is_first || (stage_.is_last && c_.tie_word_embeddings))
+      embed_ = w.table("model.embed_tokens.weight", c_.vocab_size, h);
+    for (int id = stage_.start_layer; id < stage_.end_layer; ++id) {
       const std::string p = fmt::format("model.layers.{}.", id);
       const std::string a = p + "self_attn.", m = p + "mlp.";
       const bool qkv_bias = variant.qkv_bias || c_.attention_bias;
@@ -160,12 +216,14 @@ class CudaLlamaExecutor : public DeviceExecutor {
       l.sliding_window = c_.layers[id].sliding_window;
       layers_.push_back(std::move(l));
     }
-    final_norm_ = w.vector("model.norm.weight", h);
-    if (!c_.tie_word_embeddings) lm_head_ = w.matrix({"lm_head"}, h, {c_.vocab_size});
+    if (stage_.is_last) {
+      final_norm_ = w.vector("model.norm.weight", h);
+      if (!c_.tie_word_embeddings) lm_head_ = w.matrix({"lm_head"}, h, {c_.vocab_size});
+    }
     STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
     weights_bytes_ = w.bytes();
     const auto unused = source->unused();
-    if (!unused.empty())
+    if (stage_.is_first && stage_.is_last && !unused.empty())
       std::fprintf(stderr, "warning: %zu checkpoint tensors were not used (first: %s)\n",
                    unused.size(), unused.front().c_str());
   }
@@ -188,9 +246,11 @@ class CudaLlamaExecutor : public DeviceExecutor {
     attention_->stage(batch);
     const int t = batch.num_tokens();
     const int rows = batch.return_all_logits ? t : batch.batch_size();
-    ensure_activations(t, rows);
+    ensure_activations(t, stage_.is_last ? rows : 0);
+    last_tokens_ = t;
     if (!options_.cuda_graph || batch.mode != ForwardMode::Decode) {
       launch(t, rows, batch.return_all_logits);
+      attention_->mark_queued();
       return rows;
     }
     const GraphKey key{t, rows, attention_->decode_splits(hkv_), batch.return_all_logits};
@@ -204,6 +264,7 @@ class CudaLlamaExecutor : public DeviceExecutor {
     if (it == graphs_.end()) {
       if (warmed_.insert(key).second) {
         launch(t, rows, batch.return_all_logits);
+        attention_->mark_queued();
         return rows;
       }
       STRATA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -224,7 +285,23 @@ class CudaLlamaExecutor : public DeviceExecutor {
       it = graphs_.emplace(key, CapturedGraph{exec, signature}).first;
     }
     STRATA_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
+    attention_->mark_queued();
     return rows;
+  }
+
+  // Waits for everything queued on the stream; bounded by --pp-timeout in a pipeline stage,
+  // whose stream may wait on a transfer from a stage that hangs.
+  void sync() {
+    if (options_.device_wait_timeout_s <= 0) {
+      STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      return;
+    }
+    STRATA_CUDA_CHECK(cudaEventRecord(synced_, stream_));
+    if (!cuda::wait_event(synced_, options_.device_wait_timeout_s))
+      fail(
+          "waited {} s for the GPU to finish a pass; a pipeline stage it waits on is hung or "
+          "dead, or the pass takes longer than --pp-timeout allows",
+          options_.device_wait_timeout_s);
   }
 
   std::vector<const void*> buffer_signature() const {
@@ -242,10 +319,12 @@ class CudaLlamaExecutor : public DeviceExecutor {
     float* qkv = qkv_.as<float>();
     bf16* x = x_bf16_.as<bf16>();
     const cudaStream_t s = stream_;
-    cuda::embedding(embed_.as<bf16>(), attention_->input_ids(), t, h, hidden, s);
+    // Later stages start from the hidden state the transport copied into hidden_.
+    if (stage_.is_first)
+      cuda::embedding(embed_.as<bf16>(), attention_->input_ids(), t, h, hidden, s);
     const int64_t kv_w = int64_t{hkv_} * hd_;
-    for (int id = 0; id < c_.num_layers; ++id) {
-      const LayerWeights& l = layers_[id];
+    for (int id = stage_.start_layer; id < stage_.end_layer; ++id) {
+      const LayerWeights& l = layers_[id - stage_.start_layer];
       cuda::rms_norm(hidden, nullptr, l.input_norm.as<float>(), t, h, eps_, 0.0f, x, s);
       blas_->linear(x, t, h, l.qkv.as<bf16>(), qkv_width_, qkv);
       if (l.qkv_bias.data()) cuda::add_bias(qkv, l.qkv_bias.as<float>(), t, qkv_width_, s);
@@ -270,6 +349,7 @@ class CudaLlamaExecutor : public DeviceExecutor {
       blas_->linear(act_.as<bf16>(), t, inter, l.down.as<bf16>(), h, hidden, 1.0f);
       if (l.down_bias.data()) cuda::add_bias(hidden, l.down_bias.as<float>(), t, h, s);
     }
+    if (!stage_.is_last) return;
     // Logits only where needed: each request's last token unless all are asked for.
     cuda::rms_norm(hidden, all_logits ? nullptr : attention_->last_token_rows(),
                    final_norm_.as<float>(), rows, h, eps_, 0.0f, x, s);
@@ -289,7 +369,10 @@ class CudaLlamaExecutor : public DeviceExecutor {
 
   ModelConfig c_;
   RunnerOptions options_;
+  StagePlan stage_;
+  int last_tokens_ = 0;  // tokens of the last pass (the rows of stage_output())
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t synced_ = nullptr;
   std::unique_ptr<cuda::Blas> blas_;
   int hq_ = 0, hkv_ = 0, hd_ = 0;
   int64_t q_width_ = 0, qkv_width_ = 0;
@@ -302,6 +385,7 @@ class CudaLlamaExecutor : public DeviceExecutor {
   std::unique_ptr<DeviceKVPool> pool_;
   std::unique_ptr<CudaAttentionBackend> attention_;
   DeviceBuffer hidden_, x_bf16_, qkv_, gate_up_, act_, logits_, ids_;
+  cuda::PinnedBuffer host_;  // logits or ids on their way to the host
   std::map<GraphKey, CapturedGraph> graphs_;
   std::set<GraphKey> warmed_;
 };

@@ -1,0 +1,73 @@
+#include "golden_suite.h"
+
+namespace strata::test {
+
+// Tolerances: logits against transformers (f32 on both sides; different summation orders),
+// and between two strata runs that must agree (batched vs single, chunked vs whole).
+constexpr double kReferenceTolerance = 1e-3;
+constexpr double kInvarianceTolerance = 1e-4;
+constexpr int kGreedySteps = 10;
+
+std::string golden_case_name(const testing::TestParamInfo<GoldenCase>& info) {
+  return info.param.fixture + "_page" + std::to_string(info.param.page_size);
+}
+
+std::vector<GoldenCase> golden_cases(const std::vector<std::string>& fixtures) {
+  std::vector<GoldenCase> cases;
+  for (const auto& f : fixtures)
+    for (int page : {1, 16}) cases.push_back({f, page});
+  return cases;
+}
+
+void GoldenTest::SetUp() {
+  ref_ = load_reference(reference_fixture());
+  config_ = ModelConfig::load(model_dir());
+  adjust_config(config_);
+  runner_ = std::make_unique<ModelRunner>(config_, default_options(GetParam().page_size));
+}
+
+void GoldenTest::expect_greedy_matches(const GenerateOutput& out, size_t prompt,
+                                       const std::string& what) {
+  EXPECT_EQ(out.output_ids, ref_.greedy_ids[prompt]) << what << ", prompt " << prompt;
+  for (int s = 0; s < kGreedySteps; ++s)
+    EXPECT_LE(
+        max_abs_diff(out.logits[s].data(), ref_.greedy_logits[prompt].row(s), config_.vocab_size),
+        kReferenceTolerance)
+        << what << ", prompt " << prompt << " step " << s;
+}
+
+void GoldenTest::check_prefill_logits() {
+  for (size_t i = 0; i < ref_.input_ids.size(); ++i) {
+    const Tensor logits = prefill_all_logits(*runner_, ref_.input_ids[i]);
+    EXPECT_LE(max_abs_diff(logits, ref_.logits[i]), kReferenceTolerance) << "prompt " << i;
+  }
+}
+
+void GoldenTest::check_greedy_batched_and_single() {
+  const auto batched = greedy(*runner_, ref_.input_ids, kGreedySteps);
+  for (size_t i = 0; i < ref_.input_ids.size(); ++i) {
+    const auto single = greedy(*runner_, {ref_.input_ids[i]}, kGreedySteps);
+    expect_greedy_matches(batched[i], i, "batched");
+    expect_greedy_matches(single[0], i, "single");
+    EXPECT_EQ(batched[i].output_ids, single[0].output_ids) << "prompt " << i;
+    for (int s = 0; s < kGreedySteps; ++s)
+      EXPECT_LE(
+          max_abs_diff(batched[i].logits[s].data(), single[0].logits[s].data(), config_.vocab_size),
+          kInvarianceTolerance)
+          << "prompt " << i << " step " << s;
+  }
+}
+
+void GoldenTest::check_chunked_prefill_equals_whole() {
+  const auto& ids = ref_.input_ids.back();
+  const Tensor whole = prefill_all_logits(*runner_, ids);
+  for (int chunk : {1, 5, 16}) {
+    const Tensor chunked = prefill_all_logits(*runner_, ids, chunk);
+    EXPECT_LE(max_abs_diff(whole, chunked), kInvarianceTolerance) << "chunk " << chunk;
+  }
+  const auto a = greedy(*runner_, ref_.input_ids, 6, false);
+  const auto b = greedy(*runner_, ref_.input_ids, 6, false, 5);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].output_ids, b[i].output_ids) << i;
+}
+
+}  // namespace strata::test

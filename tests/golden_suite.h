@@ -1,0 +1,53 @@
+#pragma once
+// The golden-test suite every architecture runs (dense, DeepSeek MLA, hybrids): logits against
+// the Hugging Face reference, greedy ids batched and single, and the invariances batched =
+// single, page size 16 = page size 1, chunked prefill = one prefill. Each family's test file
+// derives its fixture from GoldenTest (to adjust the config or the comparison of greedy ids)
+// and states its TEST_Ps with the checks below.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "test_util.h"
+
+namespace strata::test {
+
+struct GoldenCase {
+  std::string fixture;
+  int page_size;
+  friend void PrintTo(const GoldenCase& c, std::ostream* os) {
+    *os << c.fixture << "/page" << c.page_size;
+  }
+};
+
+std::string golden_case_name(const testing::TestParamInfo<GoldenCase>& info);
+
+// Every fixture at page sizes 1 and 16.
+std::vector<GoldenCase> golden_cases(const std::vector<std::string>& fixtures);
+
+class GoldenTest : public testing::TestWithParam<GoldenCase> {
+ protected:
+  void SetUp() override;
+  // The directory the model loads from and the fixture whose reference it is compared with
+  // (the same, unless a test assembles a directory).
+  virtual std::string model_dir() const { return fixture_dir(GetParam().fixture); }
+  virtual std::string reference_fixture() const { return GetParam().fixture; }
+  virtual void adjust_config(ModelConfig&) const {}
+  // Greedy ids of `out` against the reference's for `prompt`; exact by default.
+  virtual void expect_greedy_matches(const GenerateOutput& out, size_t prompt,
+                                     const std::string& what);
+
+  // The checks, each one test.
+  void check_prefill_logits();
+  void check_greedy_batched_and_single();
+  void check_chunked_prefill_equals_whole();
+
+  Reference ref_;
+  ModelConfig config_;
+  std::unique_ptr<ModelRunner> runner_;
+};
+
+}  // namespace strata::test
