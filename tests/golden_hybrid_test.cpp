@@ -188,21 +188,29 @@ TEST(HybridPools, EachPoolHoldsOnlyItsLayersAndSaysWhichOnes) {
 
 namespace strata::test {
 
-// The hybrid flags from the command line: a strategy the device cannot run is refused before
-// loading, naming the device and what to use; a batch larger than --max-mamba-cache-size is a
-// clear error; within the limit the ids match the reference.
+// The hybrid flags from the command line: a strategy the device cannot run, or one that does
+// not exist, is refused before loading, naming the device and what to use; a batch larger than
+// --max-mamba-cache-size is a clear error; within the limit the ids match the reference.
 TEST(HybridCli, StrategyAndStateCacheFlags) {
   const std::string model = " --model " + fixture_dir("nemotron_h");
   const Reference ref = load_reference("nemotron_h");
   std::string ids;
   for (int id : ref.input_ids[1]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
   std::string out, err;
+  // Hybrids, and so their cache strategies, run on the CPU backend only.
   EXPECT_EQ(run_strata("generate" + model + " --input-ids " + ids +
-                           " --mamba-radix-cache-strategy extra_buffer",
+                           " --device cuda --mamba-radix-cache-strategy extra_buffer",
                        &out, &err),
             1);
-  EXPECT_NE(err.find("extra_buffer is not available on device cpu"), std::string::npos) << err;
-  EXPECT_NE(err.find("no_buffer"), std::string::npos) << err;
+  EXPECT_NE(err.find("extra_buffer is not available on device cuda"), std::string::npos) << err;
+  EXPECT_NE(err.find("runs on [cpu]"), std::string::npos) << err;
+  EXPECT_EQ(run_strata("generate" + model + " --input-ids " + ids +
+                           " --mamba-radix-cache-strategy ring_buffer",
+                       &out, &err),
+            1);
+  EXPECT_NE(err.find("'ring_buffer' is unknown: use auto, no_buffer, extra_buffer"),
+            std::string::npos)
+      << err;
 
   const std::string file = (std::filesystem::temp_directory_path() /
                             ("strata_hybrid_prompts_" + std::to_string(::getpid())))
@@ -215,7 +223,7 @@ TEST(HybridCli, StrategyAndStateCacheFlags) {
   EXPECT_NE(err.find("--max-mamba-cache-size 1"), std::string::npos) << err;
 
   ASSERT_EQ(run_strata("generate" + model + " --input-ids-file " + file +
-                           " --max-new-tokens 10 --json --mamba-radix-cache-strategy no_buffer "
+                           " --max-new-tokens 10 --json --mamba-radix-cache-strategy extra_buffer "
                            "--mamba-ssm-dtype float32",
                        &out, &err),
             0)

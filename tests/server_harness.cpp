@@ -31,13 +31,27 @@ json generate_text(const std::string& fixture, const std::string& flag, const st
   return json::parse(out, nullptr, false);
 }
 
-Harness::Harness(SchedulerOptions sched, int64_t max_total_tokens, int max_running,
-                 const std::string& fixture, const std::string& tokenizer)
-    : config_(ModelConfig::load(fixture_dir(fixture))) {
-  if (!tokenizer.empty()) codec_ = TokenizerCodec::load(tokenizer);
+namespace {
+
+RunnerOptions harness_runner_options(int64_t max_total_tokens, int max_running) {
   RunnerOptions ro = default_options(1, max_running);
   ro.max_total_tokens = max_total_tokens;
-  runner_ = std::make_unique<ModelRunner>(config_, ro);
+  return ro;
+}
+
+}  // namespace
+
+Harness::Harness(SchedulerOptions sched, int64_t max_total_tokens, int max_running,
+                 const std::string& fixture, const std::string& tokenizer)
+    : Harness(fixture, harness_runner_options(max_total_tokens, max_running), sched, tokenizer,
+              "llama") {}
+
+Harness::Harness(const std::string& fixture, const RunnerOptions& runner,
+                 const SchedulerOptions& sched, const std::string& tokenizer,
+                 const std::string& served_name)
+    : config_(ModelConfig::load(fixture_dir(fixture))) {
+  if (!tokenizer.empty()) codec_ = TokenizerCodec::load(tokenizer);
+  runner_ = std::make_unique<ModelRunner>(config_, runner);
   scheduler_ = std::make_unique<Scheduler>(*runner_, sched);
   if (codec_) {
     const TokenizerCodec* codec = codec_.get();
@@ -46,7 +60,7 @@ Harness::Harness(SchedulerOptions sched, int64_t max_total_tokens, int max_runni
   engine_ = std::make_unique<Engine>(*scheduler_, metrics_);
   ServerOptions so;
   so.port = 0;
-  so.served_model_name = "llama";
+  so.served_model_name = served_name.empty() ? fixture : served_name;
   so.http_threads = 300;
   http_ = std::make_unique<HttpServer>(ServerContext{*engine_, metrics_, codec_.get(), so});
   port_ = http_->bind();
@@ -117,16 +131,19 @@ double Harness::metric(const std::string& name) const {
 
 void Harness::expect_pools_empty() const {
   for (int i = 0;
-       i < 200 && (metric("strata:num_running_reqs") > 0 || metric("strata:num_queue_reqs") > 0);
+       i < 400 && (metric("strata:num_running_reqs") > 0 || metric("strata:num_queue_reqs") > 0);
        ++i)
     std::this_thread::sleep_for(25ms);
   EXPECT_EQ(metric("strata:num_running_reqs"), 0);
   EXPECT_EQ(metric("strata:num_queue_reqs"), 0);
   EXPECT_EQ(metric("strata:num_used_tokens"), metric("strata:radix_cache_tokens"));
+  EXPECT_EQ(metric("strata:num_used_mamba_slots"), metric("strata:radix_cache_mamba_slots"));
   auto res = client().Post("/flush_cache", "", "text/plain");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(metric("strata:num_used_tokens"), 0);
+  EXPECT_EQ(metric("strata:num_used_mamba_slots"), 0);
+  EXPECT_EQ(metric("strata:radix_cache_mamba_slots"), 0);
 }
 
 ServeProcess::ServeProcess(const std::string& args) {

@@ -31,7 +31,12 @@ class Harness {
   explicit Harness(SchedulerOptions sched = {}, int64_t max_total_tokens = 4096,
                    int max_running = 16, const std::string& fixture = "llama",
                    const std::string& tokenizer = "");
+  // Any runner options (page size, state-pool slots, ...); served as `served_name` (default:
+  // the fixture's name).
+  Harness(const std::string& fixture, const RunnerOptions& runner, const SchedulerOptions& sched,
+          const std::string& tokenizer = "", const std::string& served_name = "");
   ~Harness();
+  ModelRunner& runner() { return *runner_; }
   const TokenizerCodec* codec() const { return codec_.get(); }
   int port() const { return port_; }
   httplib::Client client() const;
@@ -43,8 +48,8 @@ class Harness {
   // A streamed POST: the JSON payload of every `data:` event, and whether [DONE] came last.
   std::vector<json> stream(const std::string& path, const json& body, bool* done) const;
   double metric(const std::string& name) const;
-  // Waits (bounded) until nothing runs or waits, then checks every page is back with the
-  // cache, and that flushing the cache empties the pool.
+  // Waits (bounded) until nothing runs or waits; then only the prefix cache holds KV slots and
+  // recurrent-state slots, and after POST /flush_cache nothing does.
   void expect_pools_empty() const;
 
  private:

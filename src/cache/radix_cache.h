@@ -9,12 +9,23 @@
 // counts them); a request that reuses a prefix takes its own references and locks the path
 // (lock_ref) so that the pages are not evicted while it reads them. Unlocked nodes are
 // evicted least-recently-used first, leaves before their parents.
+//
+// Hybrid models (attention + recurrent layers): a KV prefix alone cannot resume a request,
+// because the recurrent layers' state after the prefix is needed too. Built with a StatePool,
+// the tree also keeps state snapshots: a node may own one StatePool slot holding every
+// recurrent layer's state after the node's last token (SGLang's MambaRadixCache). A match is
+// then usable only up to the deepest matched node that holds a snapshot, so that the KV and
+// the state describe the same tokens; the request starts from a copy of that snapshot.
+// Snapshots are evicted least-recently-used first, independently of the KV (an inner node
+// may lose its snapshot and keep its KV for deeper nodes); a leaf that loses its snapshot is
+// useless and goes with it, KV included.
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <vector>
 
 #include "cache/req_to_token_pool.h"
+#include "cache/state_pool.h"
 
 namespace strata {
 
@@ -26,14 +37,18 @@ class RadixCache {
     int length = 0;              // tokens matched, a whole number of pages
     std::vector<int32_t> slots;  // their KV slots
     Node* last = nullptr;        // the deepest matched node (lock it while in use)
+    int state_slot = -1;         // hybrid: the snapshot of the state after `length` tokens
   };
 
-  explicit RadixCache(TokenSlotAllocator& allocator);
+  // `states`: the recurrent-state pool of a hybrid model (null for attention-only models);
+  // the tree then keeps state snapshots and matches only up to them.
+  explicit RadixCache(TokenSlotAllocator& allocator, StatePool* states = nullptr);
   ~RadixCache();
   RadixCache(const RadixCache&) = delete;
   RadixCache& operator=(const RadixCache&) = delete;
 
-  // The longest cached prefix of tokens[0, n), rounded down to whole pages.
+  // The longest cached prefix of tokens[0, n), rounded down to whole pages; for a hybrid
+  // model, cut back to the deepest matched node that holds a state snapshot.
   Match match_prefix(const int* tokens, int n);
   // Keeps the nodes from `node` up to the root from being evicted; unlock undoes one lock.
   void lock(Node* node);
@@ -42,9 +57,16 @@ class RadixCache {
   // is new to the tree gain a reference owned by the tree; the caller keeps its own.
   // Returns the tokens that were already cached.
   int insert(const int* tokens, const int32_t* slots, int n);
+  // Hybrid models: as insert(), with `state_slot` (a StatePool slot the caller holds) the
+  // state after tokens[0, n), n a whole number of pages. Returns true when the tree took the
+  // slot; false when it already holds a snapshot there (the caller keeps and frees its slot).
+  bool insert_with_state(const int* tokens, const int32_t* slots, int n, int state_slot);
   // Frees at least `pages` pages from unlocked nodes, oldest first, if that many exist.
   // Returns the pages actually freed.
   int64_t evict(int64_t pages);
+  // Frees at least `count` state snapshots, least recently used first, never `keep`'s (the
+  // one a request is about to copy). Returns the snapshots actually freed.
+  int evict_states(int count, const Node* keep = nullptr);
   // Drops every unlocked node (POST /flush_cache). Returns false, changing nothing, when
   // some request still uses the tree.
   bool flush();
@@ -52,17 +74,27 @@ class RadixCache {
   int64_t cached_pages() const { return evictable_pages_ + locked_pages_; }
   int64_t evictable_pages() const { return evictable_pages_; }
   int64_t locked_pages() const { return locked_pages_; }
+  // State snapshots the tree holds (all of them can be evicted).
+  int cached_states() const { return cached_states_; }
 
  private:
   using Key = std::vector<int>;  // the first page of a child's tokens
   Node* split(Node* node, int at);
   void touch(Node* node);
+  Node* insert_path(const int* tokens, const int32_t* slots, int n, int* already_cached);
+  // Removes an unlocked leaf with its pages and snapshot; for a hybrid tree, then also the
+  // ancestors that are left as unlocked leaves without a snapshot. Returns the pages freed
+  // and the deepest surviving ancestor.
+  int64_t remove_leaf(Node* leaf, Node** survivor);
+  void free_state(Node* node);
 
   TokenSlotAllocator& allocator_;
+  StatePool* states_;
   int page_size_;
   std::unique_ptr<Node> root_;
   uint64_t clock_ = 0;
   int64_t evictable_pages_ = 0, locked_pages_ = 0;
+  int cached_states_ = 0;
 };
 
 struct RadixCache::Node {
@@ -71,6 +103,7 @@ struct RadixCache::Node {
   Node* parent = nullptr;
   std::map<Key, std::unique_ptr<Node>> children;
   int lock_ref = 0;
+  int state_slot = -1;  // hybrid: StatePool slot with the state after this node's last token
   uint64_t last_access = 0;
   int64_t pages(int page_size) const { return static_cast<int64_t>(tokens.size()) / page_size; }
 };

@@ -69,7 +69,7 @@ const RecurrentStateLayout& StatePool::layout(int layer_id) const {
   return at(layer_id).layout;
 }
 
-int StatePool::alloc() {
+int StatePool::alloc(bool zeroed) {
   if (free_.empty())
     throw RequestError(fmt::format(
         "the recurrent-state cache is full: all {} request slots are held by running requests "
@@ -79,7 +79,7 @@ int StatePool::alloc() {
   const int slot = free_.back();
   free_.pop_back();
   in_use_[slot] = true;
-  zero(slot);
+  if (zeroed) zero(slot);
   return slot;
 }
 
@@ -87,6 +87,18 @@ void StatePool::free(int slot) {
   check_slot(slot);
   in_use_[slot] = false;
   free_.push_back(slot);
+}
+
+void StatePool::copy(int from, int to) {
+  check_slot(from);
+  check_slot(to);
+  if (from == to) return;
+  for (auto& l : layers_) {
+    const int64_t c = l.layout.conv_numel(), s = l.layout.ssm_numel();
+    std::copy_n(l.conv.begin() + from * c, c, l.conv.begin() + to * c);
+    if (!l.ssm32.empty()) std::copy_n(l.ssm32.begin() + from * s, s, l.ssm32.begin() + to * s);
+    if (!l.ssm16.empty()) std::copy_n(l.ssm16.begin() + from * s, s, l.ssm16.begin() + to * s);
+  }
 }
 
 void StatePool::check_slot(int slot) const {

@@ -5,7 +5,8 @@
 // the SSM state. It is addressed by global layer id like the KV pool and fails loudly, naming
 // the ids it holds, for any other id (DESIGN.md §1.1). Slots are taken when a request is
 // admitted and given back when it finishes; a full pool refuses the new request and leaves
-// every running one untouched.
+// every running one untouched. With the prefix cache on, the radix tree also owns slots: state
+// snapshots of cached prefixes (RadixCache), which it frees when it evicts them.
 #include <map>
 #include <string>
 #include <vector>
@@ -31,11 +32,15 @@ class StatePool {
   int num_slots() const { return num_slots_; }
   int available() const { return static_cast<int>(free_.size()); }
 
-  // A zeroed slot for a new request. When every slot is taken this throws a RequestError that
-  // names the limit and the flag; the pool is left exactly as it was.
-  int alloc();
+  // A zeroed slot for a new request (`zeroed` false: left as it is, for a slot about to be
+  // overwritten by copy()). When every slot is taken this throws a RequestError that names
+  // the limit and the flag; the pool is left exactly as it was.
+  int alloc(bool zeroed = true);
   void free(int slot);
   bool in_use(int slot) const { return slot >= 0 && slot < num_slots_ && in_use_[slot]; }
+  // Copies every layer's state of slot `from` into slot `to` (both held): a snapshot for the
+  // prefix cache, or a cached snapshot into the slot of a request that resumes from it.
+  void copy(int from, int to);
 
   // Conv state of `slot` [conv_channels, conv_width], oldest input first. Always f32.
   float* conv_state(int layer_id, int slot);

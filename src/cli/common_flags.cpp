@@ -35,13 +35,19 @@ void ModelFlags::add_to(CLI::App& app) {
   app.add_option("--context-length", context_length, "maximum tokens per request (0: from config)");
   app.add_option("--max-total-tokens", max_total_tokens, "KV cache size in tokens (0: derived)");
   app.add_option("--seed", seed, "random seed (sampling, dummy weights)");
-  app.add_option(
-      "--max-mamba-cache-size", max_mamba_cache_size,
-      "requests that can hold recurrent (Mamba) state at once (0: --max-running-requests)");
+  app.add_option("--max-mamba-cache-size", max_mamba_cache_size,
+                 "recurrent (Mamba) state slots in all: running requests and the prefix cache's "
+                 "snapshots (0: --max-running-requests, 2x that when serving with the prefix "
+                 "cache)");
   app.add_option("--mamba-ssm-dtype", mamba_ssm_dtype,
                  "storage dtype of the SSM state: float32 | bfloat16");
   app.add_option("--mamba-radix-cache-strategy", mamba_radix_cache_strategy,
-                 "auto | no_buffer | extra_buffer (checked against the device)");
+                 "prefix caching of recurrent state: auto | no_buffer (snapshots where prompts "
+                 "and requests end) | extra_buffer (also every --mamba-track-interval prompt "
+                 "tokens); checked against the device");
+  app.add_option("--mamba-track-interval", mamba_track_interval,
+                 "extra_buffer: prompt tokens between state snapshots (a multiple of "
+                 "--page-size)");
 }
 
 RunnerOptions ModelFlags::runner_options() const {
@@ -61,6 +67,7 @@ RunnerOptions ModelFlags::runner_options() const {
   o.max_mamba_cache_size = max_mamba_cache_size;
   o.mamba_ssm_dtype = mamba_ssm_dtype;
   o.mamba_radix_cache_strategy = mamba_radix_cache_strategy;
+  o.mamba_track_interval = mamba_track_interval;
   return o;
 }
 

@@ -27,6 +27,7 @@ struct ModelFlags {
   int max_mamba_cache_size = 0;
   std::string mamba_ssm_dtype = "float32";
   std::string mamba_radix_cache_strategy = "auto";
+  int mamba_track_interval = 256;
 
   void add_to(CLI::App& app);
   // Validated runner options (throws Error naming each bad flag). Pipeline flags are read by

@@ -49,6 +49,10 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
   if (!(f.schedule_conservativeness > 0))
     problems.push_back(fmt::format("--schedule-conservativeness must be > 0, got {}",
                                    f.schedule_conservativeness));
+  if (f.disable_radix_cache && f.model.mamba_radix_cache_strategy == "extra_buffer")
+    problems.push_back(
+        "--mamba-radix-cache-strategy extra_buffer keeps state checkpoints for the prefix cache, "
+        "which --disable-radix-cache turns off: drop one of the two flags");
   if (f.http_threads < 4 || f.http_threads > 4096)
     problems.push_back(fmt::format("--http-threads must be in 4..4096, got {}", f.http_threads));
   return problems;
@@ -108,6 +112,7 @@ int run(const ServeFlags& f) {
   try {
     options = f.model.runner_options();
     options.max_running_requests = f.max_running_requests;
+    options.radix_cache = !f.disable_radix_cache;
     options.validate(config);
   } catch (const Error& e) {
     problems.push_back(e.what());

@@ -23,18 +23,22 @@ std::vector<const CapabilityRow*> rows_of(const std::string& feature) {
 }  // namespace
 
 const std::vector<CapabilityRow>& capability_table() {
+  // Recurrent-state prefix caching (src/runtime/scheduler.cpp, src/cache/radix_cache.cpp).
+  // Hybrid models run on the CPU backend only; the CUDA executor is dense-only, so neither
+  // strategy runs there yet. no_buffer comes first: `auto` picks it, as SGLang does.
   static const std::vector<CapabilityRow> kTable = {
       {"mamba_radix_cache_strategy",
        "--mamba-radix-cache-strategy",
-       "extra_buffer",
-       {"cuda"},
-       "an extra recurrent-state buffer per request, copied on the device at prefix-cache "
-       "boundaries by the CUDA backend"},
+       "no_buffer",
+       {"cpu"},
+       "state snapshots where prompts and requests end, copied between state-pool slots by "
+       "the scheduler's CPU path"},
       {"mamba_radix_cache_strategy",
        "--mamba-radix-cache-strategy",
-       "no_buffer",
-       {"cpu", "cuda"},
-       "nothing beyond the state pool"},
+       "extra_buffer",
+       {"cpu"},
+       "state snapshots every --mamba-track-interval prompt tokens besides no_buffer's, where "
+       "the scheduler cuts prefill chunks, copied between state-pool slots by its CPU path"},
   };
   return kTable;
 }
@@ -51,6 +55,17 @@ std::string resolve_capability(const std::string& feature, const std::string& va
   for (const auto* row : rows_of(feature))
     if (supports(*row, device)) return row->value;
   return value;
+}
+
+std::optional<std::string> check_capability_value(const std::string& feature,
+                                                  const std::string& value) {
+  const auto rows = rows_of(feature);
+  if (rows.empty()) return fmt::format("unknown feature '{}' (a bug in strata)", feature);
+  const auto values = capability_values(feature);
+  if (value == "auto" || std::find(values.begin(), values.end(), value) != values.end())
+    return std::nullopt;
+  return fmt::format("{} '{}' is unknown: use auto, {}", rows.front()->flag, value,
+                     fmt::join(values, ", "));
 }
 
 std::optional<std::string> check_capability(const std::string& feature, const std::string& value,

@@ -27,6 +27,11 @@ std::vector<std::string> capability_values(const std::string& feature);
 std::string resolve_capability(const std::string& feature, const std::string& value,
                                const std::string& device);
 
+// One plain-words problem when `value` is not a setting of `feature` at all (a typo), whatever
+// the device; nullopt for auto and every known setting.
+std::optional<std::string> check_capability_value(const std::string& feature,
+                                                  const std::string& value);
+
 // One plain-words problem when `value` of `feature` cannot run on `device`; nullopt when it can.
 std::optional<std::string> check_capability(const std::string& feature, const std::string& value,
                                             const std::string& device);

@@ -5,45 +5,90 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "runtime/model_runner.h"
+#include "test_util.h"
 
 namespace strata {
 
-TEST(Capabilities, MambaCacheStrategyIsCheckedAgainstTheTable) {
-  const std::string f = "mamba_radix_cache_strategy";
-  EXPECT_EQ(capability_values(f), (std::vector<std::string>{"extra_buffer", "no_buffer"}));
-  EXPECT_FALSE(check_capability(f, "auto", "cpu"));
-  EXPECT_FALSE(check_capability(f, "no_buffer", "cpu"));
-  EXPECT_FALSE(check_capability(f, "extra_buffer", "cuda"));
-  EXPECT_EQ(resolve_capability(f, "auto", "cpu"), "no_buffer");
-  EXPECT_EQ(resolve_capability(f, "auto", "cuda"), "extra_buffer");
-  const auto refused = check_capability(f, "extra_buffer", "cpu");
-  ASSERT_TRUE(refused);
-  for (const char* part : {"--mamba-radix-cache-strategy extra_buffer", "device cpu", "no_buffer"})
-    EXPECT_NE(refused->find(part), std::string::npos) << *refused;
-  const auto unknown = check_capability(f, "some_buffer", "cpu");
-  ASSERT_TRUE(unknown);
-  EXPECT_NE(unknown->find("'some_buffer' is unknown"), std::string::npos) << *unknown;
+namespace {
+
+// The configuration error RunnerOptions::validate reports ("" when there is none).
+std::string problems(const RunnerOptions& o, const ModelConfig& c) {
+  try {
+    o.validate(c);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
 }
 
-TEST(Capabilities, RunnerOptionsValidateTheStrategyBeforeLoading) {
-  const ModelConfig c = ModelConfig::from_json(
+ModelConfig dense_config() {
+  return ModelConfig::from_json(
       json::parse(
           R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 10,
         "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2})"),
       "config.json");
+}
+
+}  // namespace
+
+TEST(Capabilities, MambaCacheStrategyIsCheckedAgainstTheTable) {
+  const std::string f = "mamba_radix_cache_strategy";
+  EXPECT_EQ(capability_values(f), (std::vector<std::string>{"no_buffer", "extra_buffer"}));
+  // Hybrid models run on the CPU backend, with either strategy; auto picks no_buffer there.
+  EXPECT_FALSE(check_capability(f, "auto", "cpu"));
+  EXPECT_FALSE(check_capability(f, "no_buffer", "cpu"));
+  EXPECT_FALSE(check_capability(f, "extra_buffer", "cpu"));
+  EXPECT_EQ(resolve_capability(f, "auto", "cpu"), "no_buffer");
+  const auto refused = check_capability(f, "extra_buffer", "cuda");
+  ASSERT_TRUE(refused);
+  for (const char* part : {"--mamba-radix-cache-strategy extra_buffer", "device cuda", "[cpu]"})
+    EXPECT_NE(refused->find(part), std::string::npos) << *refused;
+  const auto unknown = check_capability(f, "some_buffer", "cpu");
+  ASSERT_TRUE(unknown);
+  EXPECT_NE(unknown->find("'some_buffer' is unknown"), std::string::npos) << *unknown;
+  EXPECT_FALSE(check_capability_value(f, "auto"));
+  EXPECT_FALSE(check_capability_value(f, "extra_buffer"));
+  ASSERT_TRUE(check_capability_value(f, "some_buffer"));
+  EXPECT_EQ(*check_capability_value(f, "some_buffer"), *unknown);
+}
+
+TEST(Capabilities, RunnerOptionsValidateTheMambaFlagsBeforeLoading) {
+  const ModelConfig hybrid = ModelConfig::load(test::fixture_dir("nemotron_h"));
   RunnerOptions o;
-  o.mamba_radix_cache_strategy = "extra_buffer";
+  o.mamba_radix_cache_strategy = "some_buffer";
   o.mamba_ssm_dtype = "int4";
-  try {
-    o.validate(c);
-    FAIL() << "extra_buffer on cpu and an int4 SSM state must be refused";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("extra_buffer is not available on device cpu"),
-              std::string::npos)
-        << e.what();
-    EXPECT_NE(std::string(e.what()).find("--mamba-ssm-dtype 'int4'"), std::string::npos)
-        << e.what();
-  }
+  std::string e = problems(o, hybrid);
+  EXPECT_NE(e.find("--mamba-radix-cache-strategy 'some_buffer' is unknown"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("--mamba-ssm-dtype 'int4'"), std::string::npos) << e;
+  // A typo is refused for a dense model too; the rest of the Mamba flags do not concern it.
+  EXPECT_NE(problems(o, dense_config()).find("'some_buffer' is unknown"), std::string::npos);
+
+  o = RunnerOptions{};
+  o.radix_cache = true;
+  o.page_size = 16;
+  o.mamba_radix_cache_strategy = "extra_buffer";
+  o.mamba_track_interval = 100;
+  e = problems(o, hybrid);
+  EXPECT_NE(e.find("--mamba-track-interval 100 is not a multiple of --page-size 16"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("use 96 or 112"), std::string::npos) << e;
+  EXPECT_EQ(problems(o, dense_config()), "");
+  o.mamba_radix_cache_strategy = "no_buffer";  // no interval checkpoints: the interval is unused
+  EXPECT_EQ(problems(o, hybrid), "");
+  o.mamba_track_interval = 0;
+  e = problems(o, hybrid);
+  EXPECT_NE(e.find("--mamba-track-interval must be a positive multiple of --page-size (16), got 0"),
+            std::string::npos)
+      << e;
+  o.mamba_track_interval = 32;
+  o.mamba_radix_cache_strategy = "extra_buffer";
+  EXPECT_EQ(problems(o, hybrid), "");
+
+  o.device = "cuda";  // hybrids do not run on the CUDA backend, nor their cache strategies
+  e = problems(o, hybrid);
+  EXPECT_NE(e.find("extra_buffer is not available on device cuda"), std::string::npos) << e;
 }
 
 }  // namespace strata

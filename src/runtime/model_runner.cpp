@@ -72,9 +72,38 @@ void RunnerOptions::validate(const ModelConfig& config) const {
   } catch (const Error& e) {
     problems.push_back(e.what());
   }
-  if (auto p = check_capability("mamba_radix_cache_strategy", mamba_radix_cache_strategy, device))
+  // The Mamba cache flags matter only for models with recurrent layers; a typo is an error
+  // for every model.
+  const bool hybrid = !config.recurrent_layer_ids().empty();
+  const std::string strategy_feature = "mamba_radix_cache_strategy";
+  if (auto p = check_capability_value(strategy_feature, mamba_radix_cache_strategy)) {
     problems.push_back(*p);
+  } else if (hybrid) {
+    if (auto q = check_capability(strategy_feature, mamba_radix_cache_strategy, device))
+      problems.push_back(*q);
+  }
+  if (mamba_track_interval < 1)
+    problems.push_back(fmt::format(
+        "--mamba-track-interval must be a positive multiple of --page-size ({}), got {}", page_size,
+        mamba_track_interval));
+  else if (radix_cache && hybrid && page_size >= 1 && resolved_mamba_strategy() == "extra_buffer" &&
+           mamba_track_interval % page_size != 0)
+    problems.push_back(fmt::format(
+        "--mamba-track-interval {} is not a multiple of --page-size {}: state checkpoints must "
+        "fall on page boundaries of the prefix cache; use {} or {}",
+        mamba_track_interval, page_size,
+        std::max(page_size, mamba_track_interval / page_size * page_size),
+        (mamba_track_interval / page_size + 1) * page_size));
   if (!problems.empty()) fail("invalid configuration:\n  - {}", fmt::join(problems, "\n  - "));
+}
+
+int RunnerOptions::mamba_state_slots() const {
+  if (max_mamba_cache_size > 0) return max_mamba_cache_size;
+  return max_running_requests * (radix_cache ? 2 : 1);
+}
+
+std::string RunnerOptions::resolved_mamba_strategy() const {
+  return resolve_capability("mamba_radix_cache_strategy", mamba_radix_cache_strategy, device);
 }
 
 int RunnerOptions::resolved_max_context_len(const ModelConfig& config) const {
@@ -126,13 +155,10 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
   }
   const auto states = model_->state_layouts();
   if (!states.empty()) {
-    const int slots = options.max_mamba_cache_size > 0 ? options.max_mamba_cache_size
-                                                       : options.max_running_requests;
-    state_pool_ =
-        std::make_unique<StatePool>(states, slots, parse_ssm_dtype(options.mamba_ssm_dtype));
+    state_pool_ = std::make_unique<StatePool>(states, options.mamba_state_slots(),
+                                              parse_ssm_dtype(options.mamba_ssm_dtype));
   }
-  mamba_strategy_ = resolve_capability("mamba_radix_cache_strategy",
-                                       options.mamba_radix_cache_strategy, options.device);
+  mamba_strategy_ = options.resolved_mamba_strategy();
 }
 
 ModelRunner::~ModelRunner() = default;

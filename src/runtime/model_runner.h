@@ -33,15 +33,27 @@ struct RunnerOptions {
   uint64_t seed = 0;
   int threads = 0;                 // 0: all cores
   std::optional<StagePlan> stage;  // default: the whole model
-  // Recurrent-state pool (hybrid models): requests that can hold state at once (0: the
-  // max_running_requests), the SSM state's storage dtype, and the prefix-cache strategy for
-  // recurrent state (validated against the device capability table).
+  // Recurrent-state pool (hybrid models): its slots in all (0: derived, see
+  // mamba_state_slots()), the SSM state's storage dtype, and the prefix-cache strategy for
+  // recurrent state (validated against the device capability table) with its checkpoint
+  // interval (extra_buffer).
   int max_mamba_cache_size = 0;
   std::string mamba_ssm_dtype = "float32";
   std::string mamba_radix_cache_strategy = "auto";
+  int mamba_track_interval = 256;
+  // A serving scheduler with its radix prefix cache runs over this runner: hybrid models keep
+  // state snapshots in the state pool, which is sized for them, and the Mamba cache flags are
+  // validated for it.
+  bool radix_cache = false;
 
   // Everything that can be checked before weights load; throws one Error listing all problems.
   void validate(const ModelConfig& config) const;
+  // Slots of the recurrent-state pool: --max-mamba-cache-size, or by default one per running
+  // request, and with the radix cache as many again for the snapshots it keeps and the
+  // decode checkpoints of running requests (both best effort: evicted or skipped when short).
+  int mamba_state_slots() const;
+  // --mamba-radix-cache-strategy with auto resolved for the device.
+  std::string resolved_mamba_strategy() const;
   // max_context_len, or the model's max_position_embeddings (32768 when it has none).
   int resolved_max_context_len(const ModelConfig& config) const;
 };

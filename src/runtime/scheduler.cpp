@@ -20,6 +20,8 @@ struct Scheduler::Req {
   int cached = 0;                      // tokens whose KV is stored
   int prefill_end = 0;                 // cached must reach this before the next token is sampled
   int state_slot = -1;                 // recurrent-state slot while admitted (hybrid models)
+  int track_slot = -1;                 // the state after the last page boundary decoded past
+  int track_len = 0;                   // ... and that boundary (pages > 1, hybrid, cache on)
   RadixCache::Node* locked = nullptr;  // the prefix-cache path this request reads
   uint64_t admitted_at = 0;            // admission order: the newest is retracted first
   bool admitted_before = false;
@@ -40,12 +42,19 @@ Scheduler::Scheduler(ModelRunner& runner, const SchedulerOptions& options)
     : runner_(runner),
       options_(options),
       memory_(runner.memory()),
+      states_(runner.state_pool()),
+      page_size_(memory_.allocator().page_size()),
       new_token_ratio_(options.init_new_token_ratio) {
-  // A KV prefix hit would skip the recurrent state of the prefix too; until the cache keeps
-  // state checkpoints (--mamba-radix-cache-strategy), models with recurrent layers run
-  // without it rather than give different answers.
-  if (!options.disable_radix_cache && runner.state_pool() == nullptr)
-    cache_ = std::make_unique<RadixCache>(memory_.allocator());
+  if (!options.disable_radix_cache)
+    cache_ = std::make_unique<RadixCache>(memory_.allocator(), states_);
+  extra_buffer_ = runner.mamba_radix_cache_strategy() == "extra_buffer";
+  track_interval_ = runner.options().mamba_track_interval;
+  if (caches_states() && extra_buffer_ &&
+      (track_interval_ < 1 || track_interval_ % page_size_ != 0))
+    fail(
+        "--mamba-track-interval {} is not a positive multiple of --page-size {}: state "
+        "checkpoints must fall on page boundaries of the prefix cache",
+        track_interval_, page_size_);
 }
 
 Scheduler::~Scheduler() = default;
@@ -137,13 +146,16 @@ bool Scheduler::reserve_pages(int64_t pages) {
 // them while memory allows, and the request's own references and row are dropped.
 void Scheduler::release(Req& r) {
   if (r.row < 0) return;
-  if (cache_) {
+  if (caches_states())
+    cache_final_state(r);
+  else if (cache_)
     cache_->insert(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached);
-    if (r.locked) cache_->unlock(r.locked);
-  }
+  if (cache_ && r.locked) cache_->unlock(r.locked);
   memory_.release(r.row, r.cached);
-  if (r.state_slot >= 0) runner_.state_pool()->free(r.state_slot);
-  r.state_slot = -1;
+  if (r.state_slot >= 0) states_->free(r.state_slot);
+  if (r.track_slot >= 0) states_->free(r.track_slot);
+  r.state_slot = r.track_slot = -1;
+  r.track_len = 0;
   r.row = -1;
   r.cached = 0;
   r.locked = nullptr;
@@ -152,13 +164,89 @@ void Scheduler::release(Req& r) {
 // Offers a request's prompt to the prefix cache as soon as its prefill is done, so that
 // requests arriving while it still decodes can reuse it. The request keeps its own pages and
 // locks the cached path instead of the one it matched at admission.
+// (Hybrid models share prompts through checkpoint() instead.)
 void Scheduler::share_prompt(Req& r) {
-  if (!cache_) return;
+  if (!cache_ || states_) return;
   cache_->insert(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached);
-  RadixCache::Match m = cache_->match_prefix(r.tokens.data(), r.cached);
+  relock(r, r.cached);
+}
+
+// Makes the request lock the cached path of its first `len` tokens, the pages it shares with
+// the tree, instead of the path it locked before: locked pages are not counted as evictable,
+// since evicting them would free nothing while the request holds them.
+void Scheduler::relock(Req& r, int len) {
+  RadixCache::Match m = cache_->match_prefix(r.tokens.data(), len);
   cache_->lock(m.last);
   if (r.locked) cache_->unlock(r.locked);
   r.locked = m.last;
+}
+
+// The tokens of r's prompt that the next prefill pass computes: at most `budget`, and, for a
+// hybrid model with the prefix cache, no further than the next position where a snapshot of
+// the recurrent state is kept, since the state exists only at the end of a pass.
+int Scheduler::prefill_chunk(const Req& r, int budget) const {
+  int n = std::min(r.prefill_end - r.cached, budget);
+  if (!caches_states()) return n;
+  // The prompt end rounded down to a page (itself when aligned): the deepest prefix of the
+  // prompt the page-aligned tree can hold.
+  const int aligned_end = r.prefill_end / page_size_ * page_size_;
+  if (aligned_end > r.cached && aligned_end < r.prefill_end)
+    n = std::min(n, aligned_end - r.cached);
+  if (extra_buffer_) {
+    const int next = (r.cached / track_interval_ + 1) * track_interval_;
+    if (next < r.prefill_end) n = std::min(n, next - r.cached);
+  }
+  return n;
+}
+
+// Whether the prefill pass that just ended for r ended where a snapshot is kept.
+bool Scheduler::at_checkpoint(const Req& r) const {
+  if (r.cached == 0 || r.cached % page_size_ != 0) return false;
+  return r.cached == r.prefill_end / page_size_ * page_size_ ||
+         (extra_buffer_ && r.cached % track_interval_ == 0);
+}
+
+// A free state slot (zeroed unless a copy will fill it), evicting the least recently used
+// cached snapshot (never `keep`'s) when none is free; -1 when every slot runs a request.
+int Scheduler::take_state_slot(const RadixCache::Node* keep, bool zeroed) {
+  if (states_->available() == 0 && cache_) cache_->evict_states(1, keep);
+  return states_->available() > 0 ? states_->alloc(zeroed) : -1;
+}
+
+// Gives the prefix cache a copy of r's state after its r.cached tokens, with their KV.
+// Best effort: with every state slot held by running requests, the cache goes without.
+void Scheduler::checkpoint(Req& r) {
+  const int slot = take_state_slot(nullptr, false);
+  if (slot < 0) return;
+  states_->copy(r.state_slot, slot);
+  if (!cache_->insert_with_state(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached,
+                                 slot))
+    states_->free(slot);  // the tree already has this prefix's state
+  relock(r, r.cached);
+}
+
+// With pages of more than one token, a request rarely ends on a page boundary; keeps the
+// state at the last boundary it decoded past, for cache_final_state. Best effort too.
+void Scheduler::track_decode(Req& r) {
+  if (r.track_slot < 0) r.track_slot = take_state_slot(nullptr, false);
+  if (r.track_slot < 0) return;
+  states_->copy(r.state_slot, r.track_slot);
+  r.track_len = r.cached;
+}
+
+// When a request ends or is retracted: its state after all it computed goes to the cache with
+// the KV of exactly those tokens (the slot changes owner, nothing is copied); off a page
+// boundary, the state tracked at the last boundary goes instead.
+void Scheduler::cache_final_state(Req& r) {
+  int len = r.cached;
+  int* slot = &r.state_slot;
+  if (len % page_size_ != 0) {
+    len = r.track_len;
+    slot = &r.track_slot;
+  }
+  if (len > 0 && *slot >= 0 &&
+      cache_->insert_with_state(r.tokens.data(), memory_.req_to_token().row(r.row), len, *slot))
+    *slot = -1;  // the tree owns it now
 }
 
 void Scheduler::finish(Req& r, const std::string& reason) {
@@ -184,16 +272,34 @@ int Scheduler::try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Re
     future += std::max(0, q->request.sampling.max_new_tokens - q->generated());
   const int page = memory_.allocator().page_size();
   const auto reserve = static_cast<int64_t>(std::ceil(future * new_token_ratio_ / page));
+  // A state slot for the request: a free one, or one a cached snapshot gives up; the matched
+  // snapshot itself is copied from, so it stays.
+  int state_room = 1;
+  if (states_) {
+    const int cached_states = cache_ ? cache_->cached_states() : 0;
+    if (match.state_slot >= 0 && states_->available() + cached_states == 1) {
+      // The matched snapshot holds the only slot there is: compute the prompt from its start.
+      cache_->unlock(match.last);
+      match = cache_->match_prefix(r.tokens.data(), 0);
+      cache_->lock(match.last);
+    }
+    state_room = states_->available() + cached_states - (match.state_slot >= 0 ? 1 : 0);
+  }
   const int64_t need = memory_.pages_needed(match.length, len);
-  StatePool* states = runner_.state_pool();
-  const bool fits = available_pages() >= need + reserve && (!states || states->available() > 0);
+  const bool fits = available_pages() >= need + reserve && state_room > 0;
   const int row = fits ? memory_.req_to_token().alloc() : -1;
   if (row < 0) {
     if (cache_) cache_->unlock(match.last);
     return 0;
   }
   r.row = row;
-  if (states) r.state_slot = states->alloc();  // zeroed: the prompt is computed from its start
+  if (states_) {
+    // Zeroed for a prompt computed from its start; a hit resumes from a copy of the matched
+    // snapshot, which is never written.
+    r.state_slot = take_state_slot(match.last, match.state_slot < 0);
+    STRATA_CHECK(r.state_slot >= 0, "admitted request {} has no state slot", r.id);
+    if (match.state_slot >= 0) states_->copy(match.state_slot, r.state_slot);
+  }
   if (match.length > 0) memory_.share_prefix(row, match.slots.data(), match.length);
   r.locked = cache_ ? match.last : nullptr;
   r.cached = match.length;
@@ -205,7 +311,7 @@ int Scheduler::try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Re
     totals_.prompt_tokens += r.prompt_len;
     totals_.cached_prompt_tokens += match.length;
   }
-  const int n = std::min(len - r.cached, budget);
+  const int n = prefill_chunk(r, budget);
   STRATA_CHECK(reserve_pages(memory_.pages_needed(r.cached, r.cached + n)) &&
                    append_extend(batch, memory_, r.row, r.state_slot, r.tokens, r.cached, n),
                "admitted request {} has no room", r.id);
@@ -297,7 +403,7 @@ std::vector<RequestOutput> Scheduler::step() {
   // Prefill: the next chunks of prompts already admitted, then new requests in arrival order.
   for (auto& r : running_) {
     if (!r->prefilling() || budget <= 0) continue;
-    const int n = std::min(r->prefill_end - r->cached, budget);
+    const int n = prefill_chunk(*r, budget);
     if (!reserve_pages(memory_.pages_needed(r->cached, r->cached + n))) break;
     append_extend(batch, memory_, r->row, r->state_slot, r->tokens, r->cached, n);
     r->cached += n;
@@ -350,9 +456,14 @@ std::vector<RequestOutput> Scheduler::step() {
   ++totals_.forward_passes;
   for (size_t b = 0; b < members.size(); ++b) {
     Req& r = *members[b];
+    const bool prefill_pass = r.cached <= r.prefill_end;  // not a decode step
+    if (caches_states() && prefill_pass && at_checkpoint(r)) checkpoint(r);
     if (r.prefilling()) continue;
     if (r.cached == r.prefill_end) share_prompt(r);
     sample(r, logits.row(static_cast<int64_t>(b)));
+    if (caches_states() && !prefill_pass && !r.finished && page_size_ > 1 &&
+        r.cached % page_size_ == 0)
+      track_decode(r);
   }
 
   for (auto& r : running_)
@@ -379,6 +490,11 @@ SchedulerStats Scheduler::stats() const {
   s.total_pages = memory_.allocator().usable_pages();
   s.used_pages = s.total_pages - memory_.allocator().free_pages();
   s.cached_pages = cache_ ? cache_->cached_pages() : 0;
+  if (states_) {
+    s.state_slots = states_->num_slots();
+    s.used_state_slots = states_->num_slots() - states_->available();
+    s.cached_state_slots = cache_ ? cache_->cached_states() : 0;
+  }
   s.new_token_ratio = new_token_ratio_;
   return s;
 }

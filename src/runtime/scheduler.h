@@ -8,6 +8,15 @@
 // pages anyway, the newest requests are retracted to the front of the queue and resumed
 // later with what they already generated: a request is never failed for lack of memory.
 //
+// Hybrid models (attention + Mamba2): each admitted request holds a recurrent-state slot, and
+// the prefix cache keeps state snapshots beside the KV (RadixCache): a hit resumes from a
+// copy of the deepest matched snapshot. Where snapshots are taken follows
+// --mamba-radix-cache-strategy: no_buffer where a prompt's prefill ends and where a request
+// ends; extra_buffer also every --mamba-track-interval prompt tokens. A state exists only at
+// the end of a forward pass, so prefill chunks are cut at those positions; with pages of
+// more than one token they are page boundaries (the prompt end rounded down, and during
+// decode the last page boundary passed, kept in a second slot per request).
+//
 // The scheduler is not thread-safe; the server's engine thread owns it.
 #include <cstdint>
 #include <deque>
@@ -62,6 +71,9 @@ struct SchedulerStats {
   int64_t total_pages = 0, used_pages = 0, cached_pages = 0, page_size = 1;
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
   int64_t retractions = 0, forward_passes = 0;
+  // Recurrent-state pool (hybrid models): slots in all, held (by requests or the cache), and
+  // held by the prefix cache as snapshots.
+  int64_t state_slots = 0, used_state_slots = 0, cached_state_slots = 0;
   double new_token_ratio = 0;
 };
 
@@ -101,6 +113,15 @@ class Scheduler {
   void sample(Req& r, const float* logits);
   bool matches_stop_string(Req& r, int token);
   void share_prompt(Req& r);
+  void relock(Req& r, int len);
+  // Hybrid models with the prefix cache.
+  bool caches_states() const { return cache_ && states_; }
+  int prefill_chunk(const Req& r, int budget) const;
+  bool at_checkpoint(const Req& r) const;
+  int take_state_slot(const RadixCache::Node* keep, bool zeroed);
+  void checkpoint(Req& r);
+  void track_decode(Req& r);
+  void cache_final_state(Req& r);
   void finish(Req& r, const std::string& reason);
   void release(Req& r);
   RequestOutput take_output(Req& r);
@@ -110,6 +131,10 @@ class Scheduler {
   TokenMemory& memory_;
   std::unique_ptr<RadixCache> cache_;  // null with --disable-radix-cache
   TextStreamFactory make_text_stream_;
+  StatePool* states_;  // the runner's recurrent-state pool; null: no such layers
+  int page_size_;
+  bool extra_buffer_ = false;  // --mamba-radix-cache-strategy extra_buffer
+  int track_interval_ = 0;     // --mamba-track-interval
   std::deque<std::unique_ptr<Req>> waiting_;
   std::vector<std::unique_ptr<Req>> running_;  // in admission order
   std::vector<std::unique_ptr<Req>> pending_;  // finished, their last output not yet returned

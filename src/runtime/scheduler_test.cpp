@@ -5,46 +5,15 @@
 #include <map>
 
 #include "core/error.h"
+#include "runtime/scheduler_test_util.h"
 #include "test_util.h"
 
 namespace strata {
 
 namespace {
 
-struct Finished {
-  std::vector<int> ids;
-  std::vector<std::vector<float>> logits;
-  std::string reason;
-  int cached_tokens = 0;
-};
-
-// Submits every prompt at once and steps the scheduler until all are done (bounded).
-std::map<uint64_t, Finished> run_all(Scheduler& s, const std::vector<std::vector<int>>& prompts,
-                                     int max_new_tokens) {
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    ServeRequest r;
-    r.input_ids = prompts[i];
-    r.sampling.max_new_tokens = max_new_tokens;
-    r.sampling.stop_at_eos = false;
-    r.return_logits = true;
-    s.validate(r);
-    s.submit(i, r);
-  }
-  std::map<uint64_t, Finished> done;
-  for (int steps = 0; s.has_work() && steps < 10000; ++steps) {
-    for (auto& o : s.step()) {
-      Finished& f = done[o.id];
-      f.ids.insert(f.ids.end(), o.token_ids.begin(), o.token_ids.end());
-      for (auto& l : o.logits) f.logits.push_back(std::move(l));
-      if (o.finished) {
-        f.reason = o.finish_reason;
-        f.cached_tokens = o.cached_tokens;
-      }
-    }
-  }
-  EXPECT_FALSE(s.has_work());
-  return done;
-}
+using test::Finished;
+using test::run_all;
 
 std::vector<std::vector<int>> shared_prefix_prompts() {
   std::vector<int> prefix;
@@ -83,8 +52,8 @@ TEST_P(SchedulerGolden, GreedyOutputsMatchTheReference) {
   }
 }
 
-// Retracted requests are recomputed from their start (a fresh recurrent state for hybrids)
-// and continue exactly where they stopped.
+// Retracted requests resume where they stopped (hybrids from the recurrent-state snapshot the
+// prefix cache kept for them, or from their start once it was evicted) and continue exactly.
 TEST_P(SchedulerGolden, RetractsUnderMemoryPressureAndLosesNoRequest) {
   std::vector<std::vector<int>> prompts;
   for (int k = 0; k < 6; ++k) {
@@ -102,6 +71,9 @@ TEST_P(SchedulerGolden, RetractsUnderMemoryPressureAndLosesNoRequest) {
     (total == 64 ? tight : roomy) = run_all(s, prompts, 30);
     if (total == 64) retractions = s.stats().retractions;
     EXPECT_EQ(s.stats().used_pages, s.stats().cached_pages);
+    EXPECT_EQ(s.stats().used_state_slots, s.stats().cached_state_slots);
+    EXPECT_TRUE(s.flush_cache());
+    EXPECT_EQ(s.stats().used_pages, 0);
     if (runner.state_pool()) {
       EXPECT_EQ(runner.state_pool()->available(), 6);
     }
@@ -161,19 +133,6 @@ TEST_P(SchedulerPrefixCache, HitsGiveTheSameTokensAndLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SchedulerPrefixCache,
                          ::testing::Values("llama", "deepseek_v2_lite"));
-
-// A hybrid model runs without the KV prefix cache: a hit would skip the prefix's state.
-TEST(Scheduler, HybridModelsRunWithoutThePrefixCache) {
-  ModelRunner runner(ModelConfig::load(test::fixture_dir("nemotron_h")),
-                     test::default_options(1, 2));
-  Scheduler s(runner, SchedulerOptions{});
-  const auto prompts = shared_prefix_prompts();
-  run_all(s, {prompts[0]}, 4);
-  run_all(s, {prompts[1]}, 4);
-  EXPECT_EQ(s.stats().cached_prompt_tokens, 0);
-  EXPECT_EQ(s.stats().used_pages, 0);
-  EXPECT_EQ(runner.state_pool()->available(), 2);
-}
 
 TEST(Scheduler, AbortFreesEverythingAndRejectsBadRequests) {
   ModelRunner runner(ModelConfig::load(test::fixture_dir("llama")), test::default_options(1, 2));

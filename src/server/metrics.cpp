@@ -92,6 +92,14 @@ std::string ServerMetrics::render() const {
         s.total_pages ? static_cast<double>(s.used_pages) / s.total_pages : 0.0);
   gauge(out, "strata:radix_cache_tokens", "KV cache slots held by the prefix cache.",
         static_cast<double>(s.cached_pages * s.page_size));
+  gauge(out, "strata:max_mamba_slots", "Recurrent-state slots in all (hybrid models; else 0).",
+        static_cast<double>(s.state_slots));
+  gauge(out, "strata:num_used_mamba_slots",
+        "Recurrent-state slots in use (prefix cache snapshots included).",
+        static_cast<double>(s.used_state_slots));
+  gauge(out, "strata:radix_cache_mamba_slots",
+        "Recurrent-state snapshots held by the prefix cache.",
+        static_cast<double>(s.cached_state_slots));
   gauge(out, "strata:cache_hit_rate", "Prompt tokens served from the prefix cache / prompt tokens.",
         s.prompt_tokens ? static_cast<double>(s.cached_prompt_tokens) / s.prompt_tokens : 0.0);
   double throughput = 0;
