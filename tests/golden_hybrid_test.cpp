@@ -25,15 +25,15 @@ namespace fs = std::filesystem;
 // nemotron_h_moe's, so the test assembles the directory from both.
 std::string hybrid_model_dir(const std::string& fixture) {
   if (fixture != "nemotron_h_moe_hub_config") return fixture_dir(fixture);
-  const fs::path dir =
-      fs::temp_directory_path() / ("strata_hub_config_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  fs::copy_file(fixture_dir(fixture) + "/config.json", dir / "config.json",
-                fs::copy_options::overwrite_existing);
-  for (const char* f : {"model.safetensors", "reference.safetensors"})
-    fs::copy_file(fixture_dir("nemotron_h_moe") + "/" + f, dir / f,
-                  fs::copy_options::overwrite_existing);
-  return dir.string();
+  static const std::string dir = [] {
+    const fs::path d = fs::path(scratch_dir()) / "nemotron_h_moe_hub_config";
+    fs::create_directories(d);
+    fs::copy_file(fixture_dir("nemotron_h_moe_hub_config") + "/config.json", d / "config.json");
+    for (const char* f : {"model.safetensors", "reference.safetensors"})  // linked, not copied
+      fs::create_symlink(fs::absolute(fixture_dir("nemotron_h_moe") + "/" + f), d / f);
+    return d.string();
+  }();
+  return dir;
 }
 
 std::string hybrid_reference_fixture(const std::string& fixture) {

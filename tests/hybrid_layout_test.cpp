@@ -93,8 +93,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
 
 // A model directory holding `config` and random weights for exactly what the model loads.
 std::string make_model(const std::string& name, const json& config, uint32_t seed) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("strata_layout_" + std::to_string(::getpid()) + "_" + name);
+  const fs::path dir = fs::path(scratch_dir()) / ("layout_" + name);
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << config.dump(2);
   const ModelConfig c = ModelConfig::load(dir.string());

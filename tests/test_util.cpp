@@ -1,6 +1,7 @@
 #include "test_util.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -14,6 +15,33 @@
 #include "model/safetensors.h"
 
 namespace strata::test {
+
+namespace {
+
+class ScratchDir {
+ public:
+  ScratchDir()
+      : path_(std::filesystem::temp_directory_path() /
+              ("strata_tests_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace
+
+std::string scratch_dir() {
+  static const ScratchDir dir;
+  return dir.path();
+}
 
 std::string fixture_dir(const std::string& name) {
   return std::string(STRATA_TEST_DATA) + "/models/" + name;

@@ -36,6 +36,10 @@ std::vector<GenerateOutput> greedy(ModelRunner& runner,
 double max_abs_diff(const float* a, const float* b, int64_t n);
 double max_abs_diff(const Tensor& a, const Tensor& b);
 
+// A directory for this test process's files (under the system's temporary directory), made on
+// first use and removed with everything in it when the process exits.
+std::string scratch_dir();
+
 // Runs the strata binary with `args`; returns exit code, fills stdout/stderr.
 int run_strata(const std::string& args, std::string* out, std::string* err);
 // Runs a shell command line; returns its exit code, fills stdout/stderr.
