@@ -10,6 +10,8 @@
 # OpenMPI runs from that private prefix through its install-dir variables (OPAL_*, PMIX_*);
 # nothing is installed into /. Logs go to $OUT.
 #   bench/pp_cuda_device_run.sh [PAYLOAD]
+# PP_CUDA_BENCH=0 skips the PP benchmark; TOKENIZER_BENCH=1 also runs bench/tokenizer_vs_hf.sh
+# with the carried strata against the machine's Python `tokenizers`.
 set -u
 payload=$(cd "${1:-.devtree-nccl}" && pwd)
 OUT=${OUT:-$PWD/pp-cuda-out}
@@ -74,12 +76,19 @@ timeout 240 "$bin/strata_tests" --gtest_filter='*PipelineCuda*:GpuAssignment*:Pi
 echo "gpu tests rc=$?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[ pp cuda|Failure|Expected|Which is|actual|error:" "$OUT/gpu_tests.txt" | head -60
 
-echo "== benchmark"
-mkdir -p "$OUT/bench_logs"
-PP_CUDA_LOGS=$OUT/bench_logs timeout 220 bash "$payload/pp_cuda.sh" "$bin/strata" 1024 256 | tee "$OUT/pp_cuda.jsonl"
-tar -C "$OUT" -czf "$OUT/bench_logs.tgz" bench_logs && rm -rf "$OUT/bench_logs"
+if [ "${PP_CUDA_BENCH:-1}" = 1 ]; then
+  echo "== benchmark"
+  mkdir -p "$OUT/bench_logs"
+  PP_CUDA_LOGS=$OUT/bench_logs timeout 220 bash "$payload/pp_cuda.sh" "$bin/strata" 1024 256 | tee "$OUT/pp_cuda.jsonl"
+  tar -C "$OUT" -czf "$OUT/bench_logs.tgz" bench_logs && rm -rf "$OUT/bench_logs"
+fi
 
 echo "== failing stages"
 timeout 150 "$bin/strata_tests" --gtest_filter='PipelineCudaFailures*' >"$OUT/gpu_failure_tests.txt" 2>&1
 echo "failure tests rc=$?"
 grep -E "^\[  (PASSED|FAILED) |^\[ pp cuda|Failure|Expected|Which is|actual|error:" "$OUT/gpu_failure_tests.txt" | head -40
+
+if [ "${TOKENIZER_BENCH:-0}" = 1 ]; then
+  echo "== tokenizers"
+  timeout 240 bash bench/tokenizer_vs_hf.sh "$bin/strata" 3 2>&1 | tee "$OUT/tokenizer_vs_hf.txt"
+fi
