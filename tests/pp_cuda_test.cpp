@@ -22,53 +22,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "test_util.h"
+#include "pipeline_test_util.h"
 
 namespace strata::test {
 
 namespace {
 
 constexpr double kBf16LogitTolerance = 0.06;  // share of the logits' std (golden_dense_cuda_test)
-
-struct Generation {
-  std::vector<std::vector<int>> ids;
-  std::vector<std::vector<std::vector<float>>> logits;  // [prompt][step][vocab]
-};
-
-Generation run_generate(const std::string& args) {
-  std::string out, err;
-  const int code = run_strata("generate --json " + args, &out, &err);
-  EXPECT_EQ(code, 0) << args << "\n" << err;
-  Generation g;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty()) continue;
-    const auto j = nlohmann::json::parse(line);
-    g.ids.push_back(j["output_ids"].get<std::vector<int>>());
-    if (j.contains("logits"))
-      g.logits.push_back(j["logits"].get<std::vector<std::vector<float>>>());
-  }
-  return g;
-}
-
-std::string write_prompts(const std::vector<std::vector<int>>& prompts) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("strata_pp_cuda_prompts_" + std::to_string(::getpid()) + ".txt");
-  std::ofstream out(path);
-  for (const auto& p : prompts) {
-    for (size_t i = 0; i < p.size(); ++i) out << (i ? "," : "") << p[i];
-    out << "\n";
-  }
-  return path.string();
-}
-
-// The reference prompts (lengths 1, 7, 23, 45) and a fifth of 30 tokens: micro-batches of 3
-// and 2 requests.
-std::vector<std::vector<int>> test_prompts(const Reference& ref) {
-  auto prompts = ref.input_ids;
-  prompts.emplace_back(ref.input_ids.back().begin(), ref.input_ids.back().begin() + 30);
-  return prompts;
-}
 
 double row_std(const std::vector<float>& row) {
   double sum = 0, sq = 0;
@@ -110,7 +70,7 @@ class PipelineCuda : public testing::TestWithParam<std::string> {
 TEST_P(PipelineCuda, TwoGpusGiveTheIdsOfOne) {
   const std::string fixture = GetParam();
   const Reference ref = load_reference(fixture);
-  const std::string prompts = write_prompts(test_prompts(ref));
+  const std::string prompts = write_prompts_file(pipeline_test_prompts(ref));
   const std::string common = "--model " + fixture_dir(fixture) +
                              " --device cuda --input-ids-file " + prompts + " --max-new-tokens 10";
   const Generation same_batches = run_generate(common + " --return-logits --micro-batches 2");
@@ -166,7 +126,7 @@ TEST(PipelineCudaOptions, PartitionChunkingAndPagesKeepTheResult) {
   std::string why;
   if (skip_without_gpus(2, &why)) GTEST_SKIP() << "GPU pipeline test skipped: " << why;
   const Reference ref = load_reference("llama");
-  const std::string prompts = write_prompts(test_prompts(ref));
+  const std::string prompts = write_prompts_file(pipeline_test_prompts(ref));
   const std::string common = "--model " + fixture_dir("llama") +
                              " --device cuda --return-logits --input-ids-file " + prompts +
                              " --max-new-tokens 6 --chunked-prefill-size 5 --page-size 16";

@@ -14,52 +14,12 @@
 
 #include "attention/cpu_backend.h"
 #include "core/error.h"
+#include "pipeline_test_util.h"
 #include "runtime/generation_state.h"
-#include "test_util.h"
 
 namespace strata::test {
 
 namespace {
-
-struct Generation {
-  std::vector<std::vector<int>> ids;
-  std::vector<std::vector<std::vector<float>>> logits;  // [prompt][step][vocab]
-};
-
-// The reference prompts (lengths 1, 7, 23, 45) and a fifth of 30 tokens, so that micro-batches
-// come out uneven (5 requests over 2, 3, 4 stages).
-std::vector<std::vector<int>> test_prompts(const Reference& ref) {
-  auto prompts = ref.input_ids;
-  prompts.emplace_back(ref.input_ids.back().begin(), ref.input_ids.back().begin() + 30);
-  return prompts;
-}
-
-std::string write_prompts(const std::vector<std::vector<int>>& prompts) {
-  const auto path =
-      std::filesystem::temp_directory_path() / ("strata_pp_prompts_" + std::to_string(::getpid()) +
-                                                "_" + std::to_string(std::rand()) + ".txt");
-  std::ofstream out(path);
-  for (const auto& p : prompts) {
-    for (size_t i = 0; i < p.size(); ++i) out << (i ? "," : "") << p[i];
-    out << "\n";
-  }
-  return path.string();
-}
-
-Generation run_generate(const std::string& args) {
-  std::string out, err;
-  const int code = run_strata("generate --json --return-logits " + args, &out, &err);
-  EXPECT_EQ(code, 0) << args << "\n" << err;
-  Generation g;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty()) continue;
-    const auto j = nlohmann::json::parse(line);
-    g.ids.push_back(j["output_ids"].get<std::vector<int>>());
-    g.logits.push_back(j["logits"].get<std::vector<std::vector<float>>>());
-  }
-  return g;
-}
 
 void expect_same(const Generation& a, const Generation& b, double tolerance,
                  const std::string& what) {
@@ -88,9 +48,10 @@ void expect_pipeline_matches(const std::string& common, const Generation& single
                              const std::vector<int>& pp_sizes) {
   for (int pp : pp_sizes) {
     const std::string n = std::to_string(pp);
-    const Generation staged = run_generate(common + " --threads 1 --pp-size " + n);
-    expect_same(run_generate(common + " --threads 1 --micro-batches " + n), staged, 1e-5,
-                "PP=" + n + " vs same batches");
+    const Generation staged =
+        run_generate("--return-logits " + common + " --threads 1 --pp-size " + n);
+    expect_same(run_generate("--return-logits " + common + " --threads 1 --micro-batches " + n),
+                staged, 1e-5, "PP=" + n + " vs same batches");
     expect_same(single, staged, 1e-4, "PP=" + n + " vs one batch");
   }
 }
@@ -108,10 +69,10 @@ class PipelineParallel : public testing::TestWithParam<Case> {};
 TEST_P(PipelineParallel, StagesGiveTheIdsAndLogitsOfOneProcess) {
   const std::string fixture = GetParam().fixture;
   const Reference ref = load_reference(fixture);
-  const std::string prompts = write_prompts(test_prompts(ref));
+  const std::string prompts = write_prompts_file(pipeline_test_prompts(ref));
   const std::string common =
       "--model " + fixture_dir(fixture) + " --input-ids-file " + prompts + " --max-new-tokens 10";
-  const Generation single = run_generate(common);
+  const Generation single = run_generate("--return-logits " + common);
   ASSERT_EQ(single.ids.size(), 5u);
   for (size_t p = 0; p < ref.greedy_ids.size(); ++p)
     EXPECT_EQ(single.ids[p], ref.greedy_ids[p]) << "prompt " << p;
@@ -139,17 +100,20 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParallel,
 // Explicit partitions, chunked prefill and paged KV go through the same pipeline.
 TEST(PipelineParallelOptions, PartitionChunkingAndPagesKeepTheResult) {
   const Reference ref = load_reference("llama");
-  const std::string prompts = write_prompts(test_prompts(ref));
+  const std::string prompts = write_prompts_file(pipeline_test_prompts(ref));
   const std::string common =
       "--model " + fixture_dir("llama") + " --input-ids-file " + prompts + " --max-new-tokens 6";
-  const Generation same_batches = run_generate(common + " --threads 1 --micro-batches 2");
-  expect_same(same_batches, run_generate(common + " --threads 1 --pp-layer-partition 1,3"), 1e-5,
-              "partition 1,3");
+  const Generation same_batches =
+      run_generate("--return-logits " + common + " --threads 1 --micro-batches 2");
   expect_same(same_batches,
-              run_generate(common + " --threads 1 --pp-size 2 --pp-layer-partition 3,1"), 1e-5,
-              "partition 3,1");
+              run_generate("--return-logits " + common + " --threads 1 --pp-layer-partition 1,3"),
+              1e-5, "partition 1,3");
+  expect_same(same_batches,
+              run_generate("--return-logits " + common +
+                           " --threads 1 --pp-size 2 --pp-layer-partition 3,1"),
+              1e-5, "partition 3,1");
   const std::string chunked = common + " --chunked-prefill-size 5 --page-size 16";
-  expect_pipeline_matches(chunked, run_generate(chunked), {3});
+  expect_pipeline_matches(chunked, run_generate("--return-logits " + chunked), {3});
   std::filesystem::remove(prompts);
 }
 

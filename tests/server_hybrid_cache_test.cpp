@@ -20,22 +20,13 @@ namespace {
 constexpr int kTrackInterval = 32;
 
 RunnerOptions hybrid_options(const std::string& strategy, int page, int max_running = 8) {
-  RunnerOptions o = test::default_options(page, max_running);
-  o.mamba_radix_cache_strategy = strategy;
-  o.mamba_track_interval = kTrackInterval;
-  o.radix_cache = true;
-  return o;
+  return test::hybrid_cache_options(strategy, page, max_running, kTrackInterval);
 }
+
+using test::concat;
 
 std::vector<int> tokens(int n, int seed) {
-  std::vector<int> v;
-  for (int i = 0; i < n; ++i) v.push_back((seed * 97 + i * 41 + 5) % 500);
-  return v;
-}
-
-std::vector<int> concat(std::vector<int> a, const std::vector<int>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
+  return test::synthetic_tokens(n, seed);
 }
 
 json generate(const std::vector<int>& ids, int n) {

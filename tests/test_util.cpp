@@ -171,4 +171,24 @@ int run_command(const std::string& command, std::string* out, std::string* err) 
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+RunnerOptions hybrid_cache_options(const std::string& strategy, int page_size, int max_requests,
+                                   int track_interval) {
+  RunnerOptions o = default_options(page_size, max_requests);
+  o.mamba_radix_cache_strategy = strategy;
+  o.mamba_track_interval = track_interval;
+  o.radix_cache = true;
+  return o;
+}
+
+std::vector<int> synthetic_tokens(int n, int seed) {
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i) v.push_back((seed * 131 + i * 37 + 11) % 500);
+  return v;
+}
+
+std::vector<int> concat(std::vector<int> a, const std::vector<int>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 }  // namespace strata::test

@@ -36,6 +36,15 @@ std::vector<GenerateOutput> greedy(ModelRunner& runner,
 double max_abs_diff(const float* a, const float* b, int64_t n);
 double max_abs_diff(const Tensor& a, const Tensor& b);
 
+// Runner options for a hybrid model with the prefix cache: Mamba state snapshots per
+// `strategy` (no_buffer | extra_buffer | auto), one every `track_interval` prompt tokens.
+RunnerOptions hybrid_cache_options(const std::string& strategy, int page_size, int max_requests,
+                                   int track_interval);
+
+// `n` token ids below 500 (every fixture's vocabulary), a different sequence for each seed.
+std::vector<int> synthetic_tokens(int n, int seed);
+std::vector<int> concat(std::vector<int> a, const std::vector<int>& b);
+
 // A directory for this test process's files (under the system's temporary directory), made on
 // first use and removed with everything in it when the process exits.
 std::string scratch_dir();

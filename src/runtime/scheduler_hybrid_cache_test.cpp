@@ -22,22 +22,13 @@ using test::run_all;
 constexpr int kTrackInterval = 32;
 
 RunnerOptions hybrid_options(const std::string& strategy, int page, int max_running = 4) {
-  RunnerOptions o = test::default_options(page, max_running);
-  o.mamba_radix_cache_strategy = strategy;
-  o.mamba_track_interval = kTrackInterval;
-  o.radix_cache = true;
-  return o;
+  return test::hybrid_cache_options(strategy, page, max_running, kTrackInterval);
 }
+
+using test::concat;
 
 std::vector<int> tokens(int n, int seed) {
-  std::vector<int> v;
-  for (int i = 0; i < n; ++i) v.push_back((seed * 131 + i * 37 + 11) % 500);
-  return v;
-}
-
-std::vector<int> concat(std::vector<int> a, const std::vector<int>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
+  return test::synthetic_tokens(n, seed);
 }
 
 // Once nothing runs, only the cache holds memory; flushing it empties every pool.

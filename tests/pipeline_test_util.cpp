@@ -1,0 +1,46 @@
+#include "pipeline_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace strata::test {
+
+Generation run_generate(const std::string& args) {
+  std::string out, err;
+  const int code = run_strata("generate --json " + args, &out, &err);
+  EXPECT_EQ(code, 0) << args << "\n" << err;
+  Generation g;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    g.ids.push_back(j["output_ids"].get<std::vector<int>>());
+    if (j.contains("logits"))
+      g.logits.push_back(j["logits"].get<std::vector<std::vector<float>>>());
+  }
+  return g;
+}
+
+std::vector<std::vector<int>> pipeline_test_prompts(const Reference& ref) {
+  auto prompts = ref.input_ids;
+  prompts.emplace_back(ref.input_ids.back().begin(), ref.input_ids.back().begin() + 30);
+  return prompts;
+}
+
+std::string write_prompts_file(const std::vector<std::vector<int>>& prompts) {
+  static int files = 0;
+  const auto path =
+      std::filesystem::path(scratch_dir()) / ("prompts_" + std::to_string(files++) + ".txt");
+  std::ofstream out(path);
+  for (const auto& p : prompts) {
+    for (size_t i = 0; i < p.size(); ++i) out << (i ? "," : "") << p[i];
+    out << "\n";
+  }
+  return path.string();
+}
+
+}  // namespace strata::test

@@ -1,0 +1,29 @@
+#pragma once
+// Shared by the pipeline-parallel tests on CPU (pp_test.cpp) and GPU (pp_cuda_test.cpp): they
+// run `strata generate` as a child process (it starts its stages through mpirun) and compare
+// its JSON lines.
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace strata::test {
+
+struct Generation {
+  std::vector<std::vector<int>> ids;
+  std::vector<std::vector<std::vector<float>>> logits;  // [prompt][step][vocab], when returned
+};
+
+// `strata generate --json ARGS`: every prompt's output ids, and its logits where the output
+// has them (--return-logits). A non-zero exit is a test failure.
+Generation run_generate(const std::string& args);
+
+// The reference prompts (lengths 1, 7, 23, 45) and a fifth of 30 tokens, so that micro-batches
+// come out uneven (5 requests over 2, 3 or 4 stages).
+std::vector<std::vector<int>> pipeline_test_prompts(const Reference& ref);
+
+// A prompts file for --input-ids-file (one comma-separated prompt per line) in the scratch
+// directory.
+std::string write_prompts_file(const std::vector<std::vector<int>>& prompts);
+
+}  // namespace strata::test
