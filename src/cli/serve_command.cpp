@@ -113,7 +113,7 @@ int run(const ServeFlags& f) {
     options = f.model.runner_options();
     options.max_running_requests = f.max_running_requests;
     options.radix_cache = !f.disable_radix_cache;
-    options.validate(config);
+    for (auto& p : options.problems(config)) problems.push_back(std::move(p));
   } catch (const Error& e) {
     problems.push_back(e.what());
   }

@@ -30,6 +30,11 @@ std::vector<int32_t> argmax_rows(const Tensor& logits) {
 }  // namespace
 
 void RunnerOptions::validate(const ModelConfig& config) const {
+  const std::vector<std::string> found = problems(config);
+  if (!found.empty()) fail("invalid configuration:\n  - {}", fmt::join(found, "\n  - "));
+}
+
+std::vector<std::string> RunnerOptions::problems(const ModelConfig& config) const {
   std::vector<std::string> problems;
   if (page_size < 1)
     problems.push_back(fmt::format("--page-size must be at least 1, got {}", page_size));
@@ -94,7 +99,7 @@ void RunnerOptions::validate(const ModelConfig& config) const {
         mamba_track_interval, page_size,
         std::max(page_size, mamba_track_interval / page_size * page_size),
         (mamba_track_interval / page_size + 1) * page_size));
-  if (!problems.empty()) fail("invalid configuration:\n  - {}", fmt::join(problems, "\n  - "));
+  return problems;
 }
 
 int RunnerOptions::mamba_state_slots() const {

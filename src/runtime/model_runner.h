@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "attention/backend.h"
 #include "cache/kv_pool.h"
@@ -48,6 +49,9 @@ struct RunnerOptions {
 
   // Everything that can be checked before weights load; throws one Error listing all problems.
   void validate(const ModelConfig& config) const;
+  // What validate() would report, one line per problem (empty: valid), for callers that
+  // gather problems of their own too.
+  std::vector<std::string> problems(const ModelConfig& config) const;
   // Slots of the recurrent-state pool: --max-mamba-cache-size, or by default one per running
   // request, and with the radix cache as many again for the snapshots it keeps and the
   // decode checkpoints of running requests (both best effort: evicted or skipped when short).
