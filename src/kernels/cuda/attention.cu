@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_check.h"
 
 namespace strata::cuda {
@@ -33,17 +34,6 @@ __device__ __forceinline__ void load8(const bf16* p, bool in_range, float (&out)
 
 __device__ __forceinline__ float soft_cap(float s, float cap) {
   return cap > 0.0f ? cap * tanhf(s / cap) : s;
-}
-
-template <typename T>
-__device__ __forceinline__ T cast_out(float v);
-template <>
-__device__ __forceinline__ float cast_out<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ bf16 cast_out<bf16>(float v) {
-  return __float2bfloat16_rn(v);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -209,7 +199,7 @@ __global__ void decode_stage2_kernel(const float* partial_out, const float* part
         acc += w * partial_out[(first + i) * dv + d];
       }
     }
-    o[d] = cast_out<OutT>(sum > 0.0f ? acc / sum : 0.0f);
+    o[d] = from_f32<OutT>(sum > 0.0f ? acc / sum : 0.0f);
   }
 }
 
@@ -457,7 +447,7 @@ __global__ __launch_bounds__(kExtendWarps *
     const float l = row_l[my_row];
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     OutT* o = out + (static_cast<int64_t>(tok0 + m0 + my_row) * p.num_q_heads + h) * dv;
-    for (int c = half; c < dv; c += 2) o[c] = cast_out<OutT>(Os[my_row * ldo + c] * inv);
+    for (int c = half; c < dv; c += 2) o[c] = from_f32<OutT>(Os[my_row * ldo + c] * inv);
   }
 }
 

@@ -1,5 +1,6 @@
 #include <cfloat>
 
+#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops.h"
 
@@ -23,17 +24,6 @@ __device__ float block_sum(float v) {
   const int warps = blockDim.x / 32;
   v = lane < warps ? partial[lane] : 0.0f;
   return warp_sum(v);
-}
-
-template <typename T>
-__device__ __forceinline__ T from_f32(float v);
-template <>
-__device__ __forceinline__ float from_f32<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ bf16 from_f32<bf16>(float v) {
-  return __float2bfloat16_rn(v);
 }
 
 __global__ void embedding_kernel(const bf16* table, const int32_t* ids, int width, float* out) {
