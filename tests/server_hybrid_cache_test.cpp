@@ -10,6 +10,7 @@
 #include <thread>
 #include <tuple>
 
+#include "hybrid_cache_setup.h"
 #include "server_harness.h"
 #include "test_util.h"
 
@@ -72,17 +73,7 @@ void expect_same(const Answer& with, const Answer& without, const std::string& w
 
 }  // namespace
 
-using Setup = std::tuple<std::string, std::string, int>;  // fixture, strategy, page size
-
-class HybridServer : public ::testing::TestWithParam<Setup> {
- protected:
-  const std::string& fixture() const { return std::get<0>(GetParam()); }
-  const std::string& strategy() const { return std::get<1>(GetParam()); }
-  int page() const { return std::get<2>(GetParam()); }
-  std::string name() const {
-    return fixture() + " " + strategy() + " page " + std::to_string(page());
-  }
-};
+using HybridServer = test::HybridCacheTest;
 
 // Three requests in turn: a prompt; the conversation's next turn (prompt + answer + more),
 // which resumes where the first request ended, rounded down to a page; and a prompt sharing
@@ -125,14 +116,8 @@ TEST_P(HybridServer, PrefixHitsOverHttpChangeNothing) {
     expect_same(answers[0][i], answers[1][i], name() + " request " + std::to_string(i));
 }
 
-INSTANTIATE_TEST_SUITE_P(Hybrids, HybridServer,
-                         ::testing::Combine(::testing::Values("nemotron_h", "bamba", "falcon_h1"),
-                                            ::testing::Values("no_buffer", "extra_buffer"),
-                                            ::testing::Values(1, 16)),
-                         [](const ::testing::TestParamInfo<Setup>& info) {
-                           return std::get<0>(info.param) + "_" + std::get<1>(info.param) +
-                                  "_page" + std::to_string(std::get<2>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Hybrids, HybridServer, test::hybrid_cache_setups(),
+                         test::hybrid_cache_setup_name);
 
 namespace {
 

@@ -8,6 +8,7 @@
 
 #include <tuple>
 
+#include "hybrid_cache_setup.h"
 #include "runtime/scheduler.h"
 #include "runtime/scheduler_test_util.h"
 #include "test_util.h"
@@ -57,17 +58,8 @@ void expect_same(const Finished& with, const Finished& without, const std::strin
 
 }  // namespace
 
-using Setup = std::tuple<std::string, std::string, int>;  // fixture, strategy, page size
-
-class HybridPrefixCache : public ::testing::TestWithParam<Setup> {
+class HybridPrefixCache : public test::HybridCacheTest {
  protected:
-  const std::string& fixture() const { return std::get<0>(GetParam()); }
-  const std::string& strategy() const { return std::get<1>(GetParam()); }
-  int page() const { return std::get<2>(GetParam()); }
-  std::string name() const {
-    return fixture() + " " + strategy() + " page " + std::to_string(page());
-  }
-
   // Runs requests one after another on one scheduler; `next` makes each prompt from the
   // answers so far. Checks that the pools end empty.
   std::vector<Finished> in_turn(
@@ -182,13 +174,7 @@ TEST_P(HybridPrefixCache, AbortMidPrefillFreesEverything) {
   expect_pools_empty_after_flush(s, runner);
 }
 
-INSTANTIATE_TEST_SUITE_P(Hybrids, HybridPrefixCache,
-                         ::testing::Combine(::testing::Values("nemotron_h", "bamba", "falcon_h1"),
-                                            ::testing::Values("no_buffer", "extra_buffer"),
-                                            ::testing::Values(1, 16)),
-                         [](const ::testing::TestParamInfo<Setup>& info) {
-                           return std::get<0>(info.param) + "_" + std::get<1>(info.param) +
-                                  "_page" + std::to_string(std::get<2>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Hybrids, HybridPrefixCache, test::hybrid_cache_setups(),
+                         test::hybrid_cache_setup_name);
 
 }  // namespace strata

@@ -1,0 +1,34 @@
+#pragma once
+// The parameter space of the hybrid prefix-cache tests (scheduler-level and over HTTP): every
+// hybrid fixture × both Mamba cache strategies × page sizes 1 and 16.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+namespace strata::test {
+
+using HybridCacheSetup = std::tuple<std::string, std::string, int>;  // fixture, strategy, page
+
+class HybridCacheTest : public ::testing::TestWithParam<HybridCacheSetup> {
+ protected:
+  const std::string& fixture() const { return std::get<0>(GetParam()); }
+  const std::string& strategy() const { return std::get<1>(GetParam()); }
+  int page() const { return std::get<2>(GetParam()); }
+  std::string name() const {
+    return fixture() + " " + strategy() + " page " + std::to_string(page());
+  }
+};
+
+inline auto hybrid_cache_setups() {
+  return ::testing::Combine(::testing::Values("nemotron_h", "bamba", "falcon_h1"),
+                            ::testing::Values("no_buffer", "extra_buffer"),
+                            ::testing::Values(1, 16));
+}
+
+inline std::string hybrid_cache_setup_name(const ::testing::TestParamInfo<HybridCacheSetup>& info) {
+  return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_page" +
+         std::to_string(std::get<2>(info.param));
+}
+
+}  // namespace strata::test
