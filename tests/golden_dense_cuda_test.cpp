@@ -46,8 +46,6 @@ class DenseGoldenCuda : public testing::TestWithParam<GoldenCase> {
     if (!cuda_available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
     ref_ = load_reference(GetParam().fixture);
     config_ = ModelConfig::load(fixture_dir(GetParam().fixture));
-    if (GetParam().fixture == "llama_bf16")
-      config_.rope.inv_freq_dtype = "bf16";  // see golden_dense_test
     RunnerOptions o = default_options(GetParam().page_size);
     o.device = "cuda";
     runner_ = std::make_unique<ModelRunner>(config_, o);

@@ -10,14 +10,7 @@ namespace strata::test {
 
 namespace {
 
-class DenseGolden : public GoldenTest {
- protected:
-  // The bf16 fixture's reference ran after `model.to(bfloat16)`, which also rounded the
-  // RoPE frequency buffer to bf16; compare like with like (see tests/data/README.md).
-  void adjust_config(ModelConfig& config) const override {
-    if (GetParam().fixture == "llama_bf16") config.rope.inv_freq_dtype = "bf16";
-  }
-};
+class DenseGolden : public GoldenTest {};
 
 }  // namespace
 

@@ -22,7 +22,6 @@ std::vector<GoldenCase> golden_cases(const std::vector<std::string>& fixtures) {
 void GoldenTest::SetUp() {
   ref_ = load_reference(reference_fixture());
   config_ = ModelConfig::load(model_dir());
-  adjust_config(config_);
   runner_ = std::make_unique<ModelRunner>(config_, default_options(GetParam().page_size));
 }
 

@@ -35,7 +35,6 @@ class GoldenTest : public testing::TestWithParam<GoldenCase> {
   // (the same, unless a test assembles a directory).
   virtual std::string model_dir() const { return fixture_dir(GetParam().fixture); }
   virtual std::string reference_fixture() const { return GetParam().fixture; }
-  virtual void adjust_config(ModelConfig&) const {}
   // Greedy ids of `out` against the reference's for `prompt`; exact by default.
   virtual void expect_greedy_matches(const GenerateOutput& out, size_t prompt,
                                      const std::string& what);

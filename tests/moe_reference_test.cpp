@@ -18,7 +18,9 @@ TEST(MoEReference, NemotronHMoEBlocksMatchTransformers) {
   const std::string dir = fixture_dir("nemotron_h_moe");
   // Read as plain JSON: parsing NemotronH's hybrid layout is not what this test is about.
   const json c = read_json_file(dir + "/config.json");
-  CheckpointWeights weights(dir);
+  CheckpointWeights checkpoint(dir);
+  auto ops = make_cpu_ops();
+  ParamLoader weights(checkpoint, *ops, false, 0);
   SafetensorsFile ref(dir + "/reference.safetensors");
 
   MoEOptions o;
@@ -33,7 +35,7 @@ TEST(MoEReference, NemotronHMoEBlocksMatchTransformers) {
   o.router.correction_bias = true;
   o.router.normalize_topk = c.at("norm_topk_prob");
   o.router.routed_scaling_factor = c.at("routed_scaling_factor");
-  const ExpertActivation act = parse_expert_activation(c.at("mlp_hidden_act"));
+  const Activation act = parse_activation(c.at("mlp_hidden_act"));
   o.expert = {c.at("moe_intermediate_size"), false, act};
   o.shared_expert = {c.at("moe_shared_expert_intermediate_size"), false, act};
 
@@ -53,8 +55,8 @@ TEST(MoEReference, NemotronHMoEBlocksMatchTransformers) {
       std::copy(hs.data() + layer * len * width, hs.data() + (layer + 1) * len * width, x.data());
       std::copy(hs.data() + (layer + 1) * len * width, hs.data() + (layer + 2) * len * width,
                 expected.data());
-      Tensor out = moe.forward(norm.forward(x));
-      for (int64_t i = 0; i < out.numel(); ++i) out.data()[i] += x.data()[i];
+      Tensor out = x.clone();
+      moe.forward(*ops, norm.forward(*ops, x), out);
       EXPECT_LE(max_abs_diff(out, expected), 1e-4) << "layer " << layer << ", prompt " << prompt;
     }
   }

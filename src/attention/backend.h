@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "core/tensor.h"
 #include "runtime/forward_batch.h"
 
 namespace strata {
@@ -20,7 +21,7 @@ struct AttentionCall {
   float scale = 1.0f;
   int sliding_window = 0;        // attend to the last `sliding_window` positions; 0 = all
   float logit_softcap = 0.0f;    // tanh soft-capping of scores; 0 = off
-  const float* sinks = nullptr;  // [num_q_heads] per-head sink logits (gpt-oss); null = none
+  const Tensor* sinks = nullptr;  // [num_q_heads] per-head sink logits (gpt-oss); null = none
 };
 
 class AttentionBackend {
@@ -28,10 +29,11 @@ class AttentionBackend {
   virtual ~AttentionBackend() = default;
   virtual std::string name() const = 0;
   virtual void prepare(const ForwardBatch& batch) = 0;
-  // q: [T, Hq * k_head_dim]; k: [T, k_width]; v: [T, v_width] (unused when the layout keeps
-  // v inside k); out: [T, Hq * v_head_dim].
-  virtual void forward(const AttentionCall& call, const float* q, const float* k, const float* v,
-                       float* out) = 0;
+  // q: [T, Hq * k_head_dim]; k: [T, k_width]; v: [T, v_width] (empty when the layout keeps
+  // v inside k); out: [T, Hq * v_head_dim]. Tensors on the backend's device; q, k and v may
+  // be column views of one fused projection.
+  virtual void forward(const AttentionCall& call, const Tensor& q, const Tensor& k,
+                       const Tensor& v, Tensor& out) = 0;
 };
 
 std::unique_ptr<AttentionBackend> make_cpu_attention_backend(KVPool* pool,

@@ -29,9 +29,17 @@ void CpuAttentionBackend::prepare(const ForwardBatch& batch) {
   token_offsets_ = batch.token_offsets();
 }
 
-void CpuAttentionBackend::forward(const AttentionCall& call, const float* q, const float* k,
-                                  const float* v, float* out) {
+void CpuAttentionBackend::forward(const AttentionCall& call, const Tensor& q_in,
+                                  const Tensor& k_in, const Tensor& v_in, Tensor& out_t) {
   STRATA_CHECK(batch_ != nullptr, "forward before prepare");
+  // The kernels read rows back to back: views of a fused projection are copied out once.
+  const auto packed = [](const Tensor& t) { return t.empty() || t.contiguous() ? t : t.clone(); };
+  const Tensor q_c = packed(q_in), k_c = packed(k_in), v_c = packed(v_in);
+  STRATA_CHECK(out_t.contiguous(), "attention output {} must be contiguous", out_t.describe());
+  const float* q = q_c.data();
+  const float* k = k_c.data();
+  const float* v = v_c.empty() ? nullptr : v_c.data();
+  float* out = out_t.data();
   const KVLayerLayout& layout = pool_->layout(call.layer_id);
   STRATA_CHECK(call.num_q_heads % layout.num_kv_heads == 0, "{} q heads over {} kv heads",
                call.num_q_heads, layout.num_kv_heads);
@@ -88,7 +96,7 @@ void CpuAttentionBackend::extend(const AttentionCall& call, const float* q, floa
                           end, sp, scores.data(), o, &lse);
         if (call.sinks) {
           std::vector<float> partial(o, o + dv);
-          cpu::merge_partials(partial.data(), &lse, 1, dv, call.sinks[h], o);
+          cpu::merge_partials(partial.data(), &lse, 1, dv, call.sinks->data()[h], o);
         }
       }
     }
@@ -140,7 +148,7 @@ void CpuAttentionBackend::decode(const AttentionCall& call, const float* q, floa
       for (int h = 0; h < hq; ++h) {
         const int64_t first = (static_cast<int64_t>(b) * hq + h) * splits;
         cpu::merge_partials(partial_out_.data() + first * dv, partial_lse_.data() + first, splits,
-                            dv, call.sinks ? call.sinks[h] : kNoSink,
+                            dv, call.sinks ? call.sinks->data()[h] : kNoSink,
                             out + (static_cast<int64_t>(token_offsets_[b]) * hq + h) * dv);
       }
     }

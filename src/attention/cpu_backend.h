@@ -14,8 +14,8 @@ class CpuAttentionBackend : public AttentionBackend {
   CpuAttentionBackend(KVPool* pool, const ReqToTokenPool* req_to_token);
   std::string name() const override { return "cpu"; }
   void prepare(const ForwardBatch& batch) override;
-  void forward(const AttentionCall& call, const float* q, const float* k, const float* v,
-               float* out) override;
+  void forward(const AttentionCall& call, const Tensor& q, const Tensor& k, const Tensor& v,
+               Tensor& out) override;
 
   // Shape of the decode partial-output buffer used by the last decode call:
   // [batch, q heads, splits, Lv], Lv taken from the pool's layout.

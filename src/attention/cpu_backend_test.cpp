@@ -11,6 +11,13 @@
 namespace strata {
 
 namespace {
+// A [rows, size / rows] host view of a test buffer.
+Tensor rows_view(std::vector<float>& v, int64_t rows) {
+  return Tensor::view(v.data(), {rows, static_cast<int64_t>(v.size()) / rows});
+}
+}  // namespace
+
+namespace {
 
 // Plain softmax attention over explicit (unpaged) K/V, for one query head.
 std::vector<float> naive(const float* q, const std::vector<std::vector<float>>& k,
@@ -74,7 +81,8 @@ TEST(CpuAttentionBackend, HonoursPoolLayoutWithDistinctValueWidth) {
     for (auto& x : q) x = nd(rng);
     AttentionCall call{9, hq, 0.1f, 0, 0.0f, nullptr};
     backend.prepare(prefill);
-    backend.forward(call, q.data(), k_new.data(), v_new.data(), out.data());
+    Tensor out_t = rows_view(out, t);
+    backend.forward(call, rows_view(q, t), rows_view(k_new, t), rows_view(v_new, t), out_t);
     int tok = 0;
     for (int b = 0; b < 2; ++b)
       for (int i = 0; i < lens[b]; ++i, ++tok)
@@ -108,7 +116,8 @@ TEST(CpuAttentionBackend, HonoursPoolLayoutWithDistinctValueWidth) {
     std::vector<float> qd(2 * hq * dk), od(2 * hq * dv);
     for (auto& x : qd) x = nd(rng);
     backend.prepare(decode);
-    backend.forward(call, qd.data(), kd.data(), vd.data(), od.data());
+    Tensor od_t = rows_view(od, 2);
+    backend.forward(call, rows_view(qd, 2), rows_view(kd, 2), rows_view(vd, 2), od_t);
     ASSERT_EQ(backend.decode_partial_shape().size(), 4u);
     EXPECT_EQ(backend.decode_partial_shape()[3], dv);
     EXPECT_GT(backend.decode_partial_shape()[2], 1);

@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <numeric>
 
@@ -11,20 +13,49 @@ static int64_t product(const std::vector<int64_t>& s) {
   return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
 }
 
-Tensor::Tensor(std::vector<int64_t> shape) : shape_(std::move(shape)) {
+Tensor::Tensor(std::vector<int64_t> shape) : Tensor(std::move(shape), DType::F32) {}
+
+Tensor::Tensor(std::vector<int64_t> shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
   const int64_t n = product(shape_);
   STRATA_CHECK(n >= 0, "negative shape {}", shape_str());
-  auto storage = std::shared_ptr<float[]>(new float[std::max<int64_t>(n, 1)]());
-  data_ = storage.get();
-  owner_ = storage;
+  // 64-byte aligned so that vector kernels may use aligned loads on any row start.
+  const size_t bytes = std::max<size_t>(static_cast<size_t>(n) * dtype_size(dtype), 64);
+  void* p = ::operator new[](bytes, std::align_val_t{64});
+  std::memset(p, 0, bytes);
+  owner_ = std::shared_ptr<void>(p, [](void* q) { ::operator delete[](q, std::align_val_t{64}); });
+  data_ = p;
 }
 
 Tensor Tensor::view(float* data, std::vector<int64_t> shape, std::shared_ptr<void> owner) {
+  return view(data, std::move(shape), DType::F32, Device::host(), std::move(owner));
+}
+
+Tensor Tensor::view(void* data, std::vector<int64_t> shape, DType dtype, Device device,
+                    std::shared_ptr<void> owner, int64_t row_stride) {
   Tensor t;
   t.shape_ = std::move(shape);
   t.data_ = data;
+  t.dtype_ = dtype;
+  t.device_ = device;
   t.owner_ = std::move(owner);
+  t.row_stride_ = row_stride == t.cols() ? 0 : row_stride;
   return t;
+}
+
+float* Tensor::data() {
+  STRATA_CHECK(data_ == nullptr || (dtype_ == DType::F32 && device_.is_host()),
+               "host f32 access to a {} tensor", describe());
+  return static_cast<float*>(data_);
+}
+
+const float* Tensor::data() const {
+  return const_cast<Tensor*>(this)->data();
+}
+
+int64_t Tensor::row_step() const {
+  if (contiguous()) return row_size();
+  STRATA_CHECK(ndim() == 2, "row() of a strided {} tensor", describe());
+  return row_stride_;
 }
 
 int64_t Tensor::numel() const {
@@ -35,16 +66,46 @@ std::string Tensor::shape_str() const {
   return shape_to_string(shape_);
 }
 
+std::string Tensor::describe() const {
+  return fmt::format("{}{} on {}", dtype_name(dtype_), shape_str(), device_.str());
+}
+
+Tensor Tensor::slice_cols(int64_t start, int64_t width) const {
+  STRATA_CHECK(start >= 0 && width >= 0 && start + width <= cols(), "columns [{}, {}) of {}",
+               start, start + width, describe());
+  std::vector<int64_t> shape = shape_;
+  shape.back() = width;
+  char* base = static_cast<char*>(data_) + start * dtype_size(dtype_);
+  return view(base, std::move(shape), dtype_, device_, owner_, row_stride());
+}
+
+Tensor Tensor::slice_rows(int64_t start, int64_t count) const {
+  STRATA_CHECK(ndim() >= 1 && start >= 0 && count >= 0 && start + count <= shape_[0],
+               "rows [{}, {}) of {}", start, start + count, describe());
+  std::vector<int64_t> shape = shape_;
+  shape[0] = count;
+  const int64_t step = contiguous() ? row_size() : row_stride_;
+  STRATA_CHECK(contiguous() || ndim() == 2, "row slice of a strided {} tensor", describe());
+  char* base = static_cast<char*>(data_) + start * step * dtype_size(dtype_);
+  return view(base, std::move(shape), dtype_, device_, owner_, row_stride());
+}
+
 Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
   STRATA_CHECK(product(shape) == numel(), "reshape {} -> {}", shape_str(), shape_to_string(shape));
+  STRATA_CHECK(contiguous() || (!shape.empty() && shape.back() == cols()),
+               "reshape of a strided {} tensor to {}", describe(), shape_to_string(shape));
   Tensor t = *this;
   t.shape_ = std::move(shape);
   return t;
 }
 
 Tensor Tensor::clone() const {
-  Tensor t(shape_);
-  if (numel() > 0) std::memcpy(t.data_, data_, numel() * sizeof(float));
+  STRATA_CHECK(on_host(), "clone() of a {} tensor: copy it through its device's ops", describe());
+  Tensor t(shape_, dtype_);
+  const size_t row_bytes = static_cast<size_t>(cols()) * dtype_size(dtype_);
+  for (int64_t r = 0; r < rows(); ++r)
+    std::memcpy(static_cast<char*>(t.data_) + r * row_bytes,
+                static_cast<const char*>(data_) + r * row_stride() * dtype_size(dtype_), row_bytes);
   return t;
 }
 

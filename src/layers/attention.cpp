@@ -1,11 +1,9 @@
 #include "layers/attention.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "attention/backend.h"
 #include "core/error.h"
-#include "kernels/cpu/ops.h"
 
 namespace strata {
 
@@ -23,14 +21,7 @@ AttentionOptions attention_options_from_config(const ModelConfig& c, int layer_i
   return o;
 }
 
-void add_residual(Tensor& x, const Tensor& y) {
-  if (x.numel() != y.numel())
-    fail("residual add of {} and {}: shapes differ (a bug in the model code)", x.shape_str(),
-         y.shape_str());
-  cpu::add_inplace(x.data(), y.data(), x.numel());
-}
-
-GQAAttention::GQAAttention(WeightSource& w, const std::string& prefix, const AttentionOptions& opt)
+GQAAttention::GQAAttention(ParamLoader& w, const std::string& prefix, const AttentionOptions& opt)
     : opt_(opt) {
   const int64_t q_out = int64_t{opt.num_heads} * opt.head_dim,
                 kv_out = int64_t{opt.num_kv_heads} * opt.head_dim;
@@ -43,7 +34,7 @@ GQAAttention::GQAAttention(WeightSource& w, const std::string& prefix, const Att
   }
   if (opt.use_rope) {
     const int rotary_dim = static_cast<int>(opt.head_dim * opt.rope.partial_rotary_factor);
-    rope_ = RotaryEmbedding(opt.rope, rotary_dim);
+    rope_ = RotaryEmbedding(opt.rope, rotary_dim).table(w);
   }
   if (opt_.scale == 0.0f) opt_.scale = 1.0f / std::sqrt(static_cast<float>(opt.head_dim));
 }
@@ -52,33 +43,23 @@ KVLayerLayout GQAAttention::kv_layout() const {
   return KVLayerLayout{opt_.num_kv_heads, opt_.head_dim, opt_.head_dim, false};
 }
 
-Tensor GQAAttention::forward(const Tensor& x, const ForwardBatch& batch,
-                             ForwardContext& ctx) const {
-  const int64_t t = x.dim(0);
+Tensor GQAAttention::attend(const Tensor& x, ForwardContext& ctx) const {
+  Ops& ops = *ctx.ops;
   const int hd = opt_.head_dim, hq = opt_.num_heads, hkv = opt_.num_kv_heads;
-  const int64_t q_w = int64_t{hq} * hd, kv_w = int64_t{hkv} * hd, row = q_w + 2 * kv_w;
-  Tensor qkv = qkv_.forward(x);  // [T, q | k | v]
-  if (opt_.qk_norm) {
-    for (int64_t i = 0; i < t; ++i) {
-      q_norm_.forward(qkv.row(i), hq, qkv.row(i));
-      k_norm_.forward(qkv.row(i) + q_w, hkv, qkv.row(i) + q_w);
-    }
+  const int64_t q_w = int64_t{hq} * hd, kv_w = int64_t{hkv} * hd;
+  Tensor qkv = qkv_.forward(ops, x);  // [T, q | k | v] f32
+  Tensor q = qkv.slice_cols(0, q_w), k = qkv.slice_cols(q_w, kv_w),
+         v = qkv.slice_cols(q_w + kv_w, kv_w);
+  if (opt_.qk_norm) {  // per head: the norm weight is head_dim wide
+    q_norm_.forward_into(ops, q, q);
+    k_norm_.forward_into(ops, k, k);
   }
-  if (opt_.k_scale != 1.0f)
-    for (int64_t i = 0; i < t; ++i)
-      for (int64_t j = 0; j < kv_w; ++j) qkv.row(i)[q_w + j] *= opt_.k_scale;
+  if (opt_.k_scale != 1.0f) ops.scale(k, opt_.k_scale);
   if (opt_.use_rope) {
-    rope_.apply(qkv.data(), t, hq, row, hd, batch.positions.data());
-    rope_.apply(qkv.data() + q_w, t, hkv, row, hd, batch.positions.data());
+    ops.rope(q, hq, hd, ctx.positions, rope_);
+    ops.rope(k, hkv, hd, ctx.positions, rope_);
   }
-  // Split into contiguous q, k, v for the backend.
-  Tensor q({t, q_w}), k({t, kv_w}), v({t, kv_w});
-  for (int64_t i = 0; i < t; ++i) {
-    std::memcpy(q.row(i), qkv.row(i), sizeof(float) * q_w);
-    std::memcpy(k.row(i), qkv.row(i) + q_w, sizeof(float) * kv_w);
-    std::memcpy(v.row(i), qkv.row(i) + q_w + kv_w, sizeof(float) * kv_w);
-  }
-  Tensor attn({t, q_w});
+  Tensor attn = ops.empty_activation({x.rows(), q_w});
   AttentionCall call;
   call.layer_id = opt_.layer_id;
   call.num_q_heads = hq;
@@ -86,34 +67,40 @@ Tensor GQAAttention::forward(const Tensor& x, const ForwardBatch& batch,
   call.sliding_window = opt_.sliding_window;
   STRATA_CHECK(ctx.attention != nullptr, "layer {} has attention but no backend is set",
                opt_.layer_id);
-  ctx.attention->forward(call, q.data(), k.data(), v.data(), attn.data());
-  return o_.forward(attn);
+  ctx.attention->forward(call, q, k, v, attn);
+  return attn;
 }
 
-GatedMLP::GatedMLP(WeightSource& w, const std::string& prefix, int hidden, int intermediate,
-                   const std::string& act, bool bias, std::string gate, std::string up,
-                   std::string down)
-    : intermediate_(intermediate) {
-  if (act == "silu" || act == "swish")
-    gelu_ = false;
-  else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh" || act == "gelu")
-    gelu_ = true;
-  else
-    fail("config.json: hidden_act '{}' is not supported (supported: silu, gelu_pytorch_tanh)", act);
+void GQAAttention::forward(const Tensor& x, Tensor& residual, const ForwardBatch&,
+                           ForwardContext& ctx) const {
+  o_.forward_into(*ctx.ops, attend(x, ctx), residual, /*accumulate=*/true);
+}
+
+Tensor GQAAttention::forward(const Tensor& x, const ForwardBatch&, ForwardContext& ctx) const {
+  return o_.forward(*ctx.ops, attend(x, ctx));
+}
+
+GatedMLP::GatedMLP(ParamLoader& w, const std::string& prefix, int hidden, int intermediate,
+                   Activation act, bool bias, std::string gate, std::string up, std::string down)
+    : intermediate_(intermediate), act_(act) {
   gate_up_ = Linear::load_stacked(w, {prefix + "." + gate, prefix + "." + up}, hidden,
                                   {intermediate, intermediate}, bias);
   down_ = Linear::load(w, prefix + "." + down, intermediate, hidden, bias);
 }
 
-Tensor GatedMLP::forward(const Tensor& x) const {
-  const int64_t t = x.dim(0);
-  Tensor gate_up = gate_up_.forward(x);
-  Tensor act({t, intermediate_});
-  if (gelu_)
-    cpu::gelu_tanh_and_mul(gate_up.data(), t, intermediate_, act.data());
-  else
-    cpu::silu_and_mul(gate_up.data(), t, intermediate_, act.data());
-  return down_.forward(act);
+Tensor GatedMLP::hidden_activation(Ops& ops, const Tensor& x) const {
+  const Tensor gate_up = gate_up_.forward(ops, x);
+  Tensor act = ops.empty_activation({x.rows(), intermediate_});
+  ops.gated_activation(gate_up, act_, act);
+  return act;
+}
+
+void GatedMLP::forward(Ops& ops, const Tensor& x, Tensor& residual) const {
+  down_.forward_into(ops, hidden_activation(ops, x), residual, /*accumulate=*/true);
+}
+
+Tensor GatedMLP::forward(Ops& ops, const Tensor& x) const {
+  return down_.forward(ops, hidden_activation(ops, x));
 }
 
 }  // namespace strata

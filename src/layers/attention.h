@@ -32,35 +32,42 @@ struct AttentionOptions {
 // q|k|v and o projections, rope, the layer's sliding window. Families set the rest.
 AttentionOptions attention_options_from_config(const ModelConfig& c, int layer_id);
 
-// The residual stream's update x += y (same shape): what every pre-norm block does twice.
-void add_residual(Tensor& x, const Tensor& y);
-
 class GQAAttention {
  public:
-  GQAAttention(WeightSource& w, const std::string& prefix, const AttentionOptions& opt);
-  // x [T, hidden] -> [T, hidden]
+  GQAAttention(ParamLoader& w, const std::string& prefix, const AttentionOptions& opt);
+  // x [T, hidden] (normalized) -> residual += o_proj(attention): the output projection adds
+  // into the residual stream.
+  void forward(const Tensor& x, Tensor& residual, const ForwardBatch& batch,
+               ForwardContext& ctx) const;
+  // The same, returning the projected output [T, hidden] instead (blocks that scale it).
   Tensor forward(const Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) const;
   KVLayerLayout kv_layout() const;
 
  private:
+  // The attention output before o_proj: [T, heads * head_dim] in the activation dtype.
+  Tensor attend(const Tensor& x, ForwardContext& ctx) const;
+
   AttentionOptions opt_;
   Linear qkv_, o_;
   RMSNorm q_norm_, k_norm_;
-  RotaryEmbedding rope_;
+  RopeTable rope_;
 };
 
-// act(gate(x)) * up(x) -> down: SwiGLU (silu) or GeGLU (gelu_pytorch_tanh).
+// act(gate(x)) * up(x) -> down: SwiGLU (silu) or GeGLU (gelu, gelu_pytorch_tanh).
 class GatedMLP {
  public:
-  GatedMLP(WeightSource& w, const std::string& prefix, int hidden, int intermediate,
-           const std::string& act = "silu", bool bias = false, std::string gate = "gate_proj",
+  GatedMLP(ParamLoader& w, const std::string& prefix, int hidden, int intermediate,
+           Activation act = Activation::Silu, bool bias = false, std::string gate = "gate_proj",
            std::string up = "up_proj", std::string down = "down_proj");
-  Tensor forward(const Tensor& x) const;
+  // residual += down(act(gate x) * up x)
+  void forward(Ops& ops, const Tensor& x, Tensor& residual) const;
+  Tensor forward(Ops& ops, const Tensor& x) const;
 
  private:
+  Tensor hidden_activation(Ops& ops, const Tensor& x) const;
   Linear gate_up_, down_;
   int intermediate_;
-  bool gelu_;
+  Activation act_;
 };
 
 }  // namespace strata

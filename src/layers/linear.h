@@ -1,11 +1,13 @@
 #pragma once
 // Shared building blocks every model family is made of: linear projections, RMSNorm,
-// embeddings. Weights are f32 on the CPU path.
+// embeddings. Parameters live on the stage's device (ParamLoader); forward passes go through
+// the ops interface, so the same layer runs on every device.
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
-#include "model/weights.h"
+#include "model/param_loader.h"
+#include "ops/ops.h"
 
 namespace strata {
 
@@ -13,18 +15,20 @@ class Linear {
  public:
   Linear() = default;
   // `prefix.weight` [out, in] and, with `bias`, `prefix.bias` [out].
-  static Linear load(WeightSource& w, const std::string& prefix, int64_t in, int64_t out,
+  static Linear load(ParamLoader& w, const std::string& prefix, int64_t in, int64_t out,
                      bool bias);
   // Several projections of the same input stacked along the output dimension, run as one
   // GEMM (q|k|v, gate|up). Output columns follow the order of `prefixes`.
-  static Linear load_stacked(WeightSource& w, const std::vector<std::string>& prefixes, int64_t in,
+  static Linear load_stacked(ParamLoader& w, const std::vector<std::string>& prefixes, int64_t in,
                              const std::vector<int64_t>& outs, bool bias);
   static Linear from_tensors(Tensor weight, Tensor bias = {});
 
-  Tensor forward(const Tensor& x) const;  // [T, in] -> [T, out]
-  void forward(const float* x, int64_t rows, float* y) const;
+  Tensor forward(Ops& ops, const Tensor& x) const;  // [T, in] -> [T, out] f32
+  // y = x W^T + b, or y += x W^T + b with `accumulate` (a residual add for free).
+  void forward_into(Ops& ops, const Tensor& x, Tensor& y, bool accumulate = false) const;
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
+  bool loaded() const { return !weight_.empty(); }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
 
@@ -36,13 +40,16 @@ class Linear {
 class RMSNorm {
  public:
   RMSNorm() = default;
-  // `weight_offset` 1 for checkpoints that store (w - 1), as Gemma does.
-  static RMSNorm load(WeightSource& w, const std::string& name, int64_t width, float eps,
+  // `weight_offset` 1 for checkpoints that store (w - 1), as Gemma does. `width` may be a
+  // divisor of the rows it normalizes (per-head norms).
+  static RMSNorm load(ParamLoader& w, const std::string& name, int64_t width, float eps,
                       float weight_offset = 0.0f);
-  // Normalizes each `width()`-wide row of x [rows, width] into out (may alias x).
-  void forward(const float* x, int64_t rows, float* out) const;
-  Tensor forward(const Tensor& x) const;
+  // A new activation-dtype tensor: what a GEMM reads next.
+  Tensor forward(Ops& ops, const Tensor& x) const;
+  // out may be x (in place); out's dtype decides what is written.
+  void forward_into(Ops& ops, const Tensor& x, Tensor& out) const;
   int64_t width() const { return weight_.numel(); }
+  bool loaded() const { return !weight_.empty(); }
 
  private:
   Tensor weight_;
@@ -52,8 +59,8 @@ class RMSNorm {
 class Embedding {
  public:
   Embedding() = default;
-  static Embedding load(WeightSource& w, const std::string& name, int64_t vocab, int64_t width);
-  Tensor forward(const std::vector<int32_t>& ids) const;  // [T, width]
+  static Embedding load(ParamLoader& w, const std::string& name, int64_t vocab, int64_t width);
+  Tensor forward(Ops& ops, const Tensor& ids) const;  // ids [T] int32 -> [T, width] f32
   const Tensor& table() const { return table_; }
 
  private:

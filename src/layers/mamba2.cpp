@@ -45,7 +45,7 @@ Mamba2Options mamba2_options_from_config(const ModelConfig& c, const Mamba2Confi
   return o;
 }
 
-Mamba2Mixer::Mamba2Mixer(WeightSource& w, const std::string& prefix, const Mamba2Options& opt)
+Mamba2Mixer::Mamba2Mixer(ParamLoader& w, const std::string& prefix, const Mamba2Options& opt)
     : opt_(opt) {
   const int64_t I = opt.intermediate(), conv_dim = opt.conv_dim(), H = opt.num_heads;
   if (opt.activation != "silu" && opt.activation != "swish")
@@ -60,16 +60,16 @@ Mamba2Mixer::Mamba2Mixer(WeightSource& w, const std::string& prefix, const Mamba
                           opt.proj_bias);
   out_proj_ = Linear::load(w, prefix + "." + opt.out_proj, I, opt.hidden_size, opt.out_proj_bias);
   // The checkpoint's conv weight is [conv_dim, 1, kernel]: one filter per channel.
-  Tensor conv = w.load(prefix + "." + opt.conv1d + ".weight", {conv_dim, 1, opt.conv_kernel});
+  Tensor conv = w.host(prefix + "." + opt.conv1d + ".weight", {conv_dim, 1, opt.conv_kernel});
   conv_weight_ = Tensor({conv_dim, opt.conv_kernel});
   std::memcpy(conv_weight_.data(), conv.data(), sizeof(float) * conv.numel());
-  if (opt.conv_bias) conv_bias_ = w.load(prefix + "." + opt.conv1d + ".bias", {conv_dim});
-  Tensor a_log = w.load(prefix + ".A_log", {H});
+  if (opt.conv_bias) conv_bias_ = w.host(prefix + "." + opt.conv1d + ".bias", {conv_dim});
+  Tensor a_log = w.host(prefix + ".A_log", {H});
   A_ = Tensor({H});
   for (int64_t h = 0; h < H; ++h) A_.data()[h] = -std::exp(a_log.data()[h]);
-  D_ = w.load(prefix + ".D", {H});
-  dt_bias_ = w.load(prefix + ".dt_bias", {H});
-  if (opt.gated_norm) norm_weight_ = w.load(prefix + "." + opt.norm + ".weight", {I});
+  D_ = w.host(prefix + ".D", {H});
+  dt_bias_ = w.host(prefix + ".dt_bias", {H});
+  if (opt.gated_norm) norm_weight_ = w.host(prefix + "." + opt.norm + ".weight", {I});
 }
 
 RecurrentStateLayout Mamba2Mixer::state_layout() const {
@@ -86,6 +86,11 @@ RecurrentStateLayout Mamba2Mixer::state_layout() const {
 Tensor Mamba2Mixer::forward(const Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) const {
   STRATA_CHECK(ctx.recurrent_state != nullptr, "layer {} is Mamba2 but no state pool is set",
                opt_.layer_id);
+  // The scan and conv kernels exist on the CPU only so far; the capability table refuses
+  // hybrid models on other devices before anything loads.
+  STRATA_CHECK(ctx.ops->device().is_host(), "layer {}: Mamba2 runs on the CPU only",
+               opt_.layer_id);
+  Ops& ops = *ctx.ops;
   StatePool& pool = *ctx.recurrent_state;
   const RecurrentStateLayout& layout = pool.layout(opt_.layer_id);
   STRATA_CHECK(
@@ -98,9 +103,9 @@ Tensor Mamba2Mixer::forward(const Tensor& x, const ForwardBatch& batch, ForwardC
   if (opt_.input_scale != 1.0f) {
     Tensor scaled = x.clone();
     for (int64_t i = 0; i < scaled.numel(); ++i) scaled.data()[i] *= opt_.input_scale;
-    proj = in_proj_.forward(scaled);
+    proj = in_proj_.forward(ops, scaled);
   } else {
-    proj = in_proj_.forward(x);
+    proj = in_proj_.forward(ops, x);
   }
   if (!opt_.in_proj_scale.empty())
     for (int64_t t = 0; t < T; ++t)
@@ -160,7 +165,7 @@ Tensor Mamba2Mixer::forward(const Tensor& x, const ForwardBatch& batch, ForwardC
   cpu::gated_rms_norm(y.data(), proj.data(), width, T, static_cast<int>(I), opt_.norm_groups,
                       opt_.gated_norm ? norm_weight_.data() : nullptr, opt_.norm_eps,
                       opt_.norm_before_gate);
-  return out_proj_.forward(y);
+  return out_proj_.forward(ops, y);
 }
 
 }  // namespace strata

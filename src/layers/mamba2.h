@@ -54,7 +54,7 @@ Mamba2Options mamba2_options_from_config(const ModelConfig& c, const Mamba2Confi
 
 class Mamba2Mixer {
  public:
-  Mamba2Mixer(WeightSource& w, const std::string& prefix, const Mamba2Options& opt);
+  Mamba2Mixer(ParamLoader& w, const std::string& prefix, const Mamba2Options& opt);
   // x [T, hidden] -> [T, hidden]; reads and updates each request's state slot.
   Tensor forward(const Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) const;
   RecurrentStateLayout state_layout() const;

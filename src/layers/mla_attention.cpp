@@ -6,7 +6,6 @@
 
 #include "attention/backend.h"
 #include "core/error.h"
-#include "kernels/cpu/gemm.h"
 
 namespace strata {
 
@@ -24,7 +23,7 @@ float mla_softmax_scale(int qk_head_dim, const RopeConfig& rope) {
   return static_cast<float>(scale);
 }
 
-MLAAttention::MLAAttention(WeightSource& w, const std::string& prefix, const MLAOptions& opt)
+MLAAttention::MLAAttention(ParamLoader& w, const std::string& prefix, const MLAOptions& opt)
     : opt_(opt) {
   const int64_t qk_head = opt.qk_nope_head_dim + opt.qk_rope_head_dim;
   const int64_t q_out = int64_t{opt.num_heads} * qk_head;
@@ -39,12 +38,22 @@ MLAAttention::MLAAttention(WeightSource& w, const std::string& prefix, const MLA
                             opt.kv_lora_rank + opt.qk_rope_head_dim, opt.bias);
   kv_a_norm_ =
       RMSNorm::load(w, prefix + ".kv_a_layernorm.weight", opt.kv_lora_rank, kLatentNormEps);
-  kv_b_ =
-      w.load(prefix + ".kv_b_proj.weight",
-             {int64_t{opt.num_heads} * (opt.qk_nope_head_dim + opt.v_head_dim), opt.kv_lora_rank});
-  o_proj_ = Linear::load(w, prefix + ".o_proj", int64_t{opt.num_heads} * opt.v_head_dim,
-                         opt.hidden_size, opt.bias);
-  rope_ = RotaryEmbedding(opt.rope, opt.qk_rope_head_dim, opt.rope_interleaved);
+  // kv_b_proj [heads * (nope + v), kv_lora_rank]: W_UK_h then W_UV_h for each head.
+  const int heads = opt.num_heads, nope = opt.qk_nope_head_dim, v = opt.v_head_dim,
+            latent = opt.kv_lora_rank;
+  const Tensor kv_b = w.host(prefix + ".kv_b_proj.weight", {int64_t{heads} * (nope + v), latent});
+  Tensor uk_t({int64_t{heads} * latent, nope}), uv({int64_t{heads} * v, latent});
+  for (int h = 0; h < heads; ++h) {
+    const float* w_uk = kv_b.row(int64_t{h} * (nope + v));  // [nope, latent]
+    for (int i = 0; i < nope; ++i)
+      for (int j = 0; j < latent; ++j) uk_t.row(int64_t{h} * latent + j)[i] = w_uk[i * latent + j];
+    std::memcpy(uv.row(int64_t{h} * v), kv_b.row(int64_t{h} * (nope + v) + nope),
+                sizeof(float) * v * latent);
+  }
+  w_uk_t_ = w.upload_matrix(uk_t);
+  w_uv_ = w.upload_matrix(uv);
+  o_proj_ = Linear::load(w, prefix + ".o_proj", int64_t{heads} * v, opt.hidden_size, opt.bias);
+  rope_ = RotaryEmbedding(opt.rope, opt.qk_rope_head_dim, opt.rope_interleaved).table(w);
   STRATA_CHECK(opt.scale > 0.0f, "MLA layer {} built without a softmax scale", opt.layer_id);
 }
 
@@ -52,69 +61,61 @@ KVLayerLayout MLAAttention::kv_layout() const {
   return KVLayerLayout{1, opt_.kv_lora_rank + opt_.qk_rope_head_dim, opt_.kv_lora_rank, true};
 }
 
-Tensor MLAAttention::project_q(const Tensor& x) const {
-  if (opt_.q_lora_rank == 0) return q_proj_.forward(x);
-  Tensor q_latent = q_a_proj_.forward(x);
-  q_a_norm_.forward(q_latent.data(), q_latent.dim(0), q_latent.data());
-  return q_b_proj_.forward(q_latent);
+Tensor MLAAttention::project_q(Ops& ops, const Tensor& x) const {
+  if (opt_.q_lora_rank == 0) return q_proj_.forward(ops, x);
+  Tensor q_latent = q_a_proj_.forward(ops, x);
+  return q_b_proj_.forward(ops, q_a_norm_.forward(ops, q_latent));
 }
 
-Tensor MLAAttention::forward(const Tensor& x, const ForwardBatch& batch,
-                             ForwardContext& ctx) const {
-  const int64_t t = x.dim(0);
+void MLAAttention::forward(const Tensor& x, Tensor& residual, const ForwardBatch&,
+                           ForwardContext& ctx) const {
+  Ops& ops = *ctx.ops;
+  const int64_t t = x.rows();
   const int heads = opt_.num_heads, nope = opt_.qk_nope_head_dim, rope_dim = opt_.qk_rope_head_dim;
-  const int v_dim = opt_.v_head_dim;
-  const int64_t qk_head = nope + rope_dim, uk_uv_rows = nope + v_dim;
+  const int64_t qk_head = nope + rope_dim;
   // Widths of what is cached and attended, from the layout the pool was built from.
   const KVLayerLayout layout = kv_layout();
   const int latent = layout.v_head_dim, key_width = layout.k_head_dim;
 
   // q [T, heads, nope | rope];  cached row [T, c_kv | k_pe], both roped in place.
-  Tensor q = project_q(x);
-  Tensor kv_row = kv_a_proj_.forward(x);
-  for (int64_t i = 0; i < t; ++i) kv_a_norm_.forward(kv_row.row(i), 1, kv_row.row(i));  // c_kv only
-  rope_.apply(q.data() + nope, t, heads, heads * qk_head, qk_head, batch.positions.data());
-  rope_.apply(kv_row.data() + latent, t, 1, key_width, rope_dim, batch.positions.data());
+  Tensor q = project_q(ops, x);
+  Tensor kv_row = kv_a_proj_.forward(ops, x);
+  Tensor c_kv = kv_row.slice_cols(0, latent);
+  kv_a_norm_.forward_into(ops, c_kv, c_kv);
+  Tensor q_pe = q.slice_cols(nope, q.cols() - nope);  // head h's rope part at h * qk_head
+  ops.rope(q_pe, heads, qk_head, ctx.positions, rope_);
+  Tensor k_pe = kv_row.slice_cols(latent, rope_dim);
+  ops.rope(k_pe, 1, rope_dim, ctx.positions, rope_);
 
   // Absorbed query q' [T, heads, c_kv-space | rope] = [W_UK_h^T q_nope_h, q_pe_h].
-  Tensor q_absorbed({t, int64_t{heads} * key_width});
-  std::vector<float> q_nope(static_cast<size_t>(t) * nope),
-      q_latent(static_cast<size_t>(t) * latent);
-  for (int h = 0; h < heads; ++h) {
-    for (int64_t i = 0; i < t; ++i)
-      std::memcpy(q_nope.data() + i * nope, q.row(i) + h * qk_head, sizeof(float) * nope);
-    const float* w_uk = kv_b_.row(h * uk_uv_rows);  // [nope, kv_lora_rank]
-    cpu::matmul(q_nope.data(), t, nope, w_uk, latent, q_latent.data());
-    for (int64_t i = 0; i < t; ++i) {
-      float* dst = q_absorbed.row(i) + int64_t{h} * key_width;
-      std::memcpy(dst, q_latent.data() + i * latent, sizeof(float) * latent);
-      std::memcpy(dst + latent, q.row(i) + h * qk_head + nope, sizeof(float) * rope_dim);
-    }
-  }
+  // Seen per head ([T * heads, width] rows), each piece is one strided copy.
+  const int64_t rows = t * heads;
+  const Tensor q_heads = q.reshaped({rows, qk_head});
+  Tensor q_nope = ops.empty({rows, nope});
+  ops.copy(q_heads.slice_cols(0, nope), q_nope);
+  Tensor q_latent = ops.empty({t, int64_t{heads} * latent});
+  ops.head_linear(q_nope.reshaped({t, int64_t{heads} * nope}), w_uk_t_, heads, q_latent);
+  Tensor q_absorbed = ops.empty({t, int64_t{heads} * key_width});
+  const Tensor q_abs_heads = q_absorbed.reshaped({rows, key_width});
+  Tensor q_abs_latent = q_abs_heads.slice_cols(0, latent),
+         q_abs_pe = q_abs_heads.slice_cols(latent, rope_dim);
+  ops.copy(q_latent.reshaped({rows, latent}), q_abs_latent);
+  ops.copy(q_heads.slice_cols(nope, rope_dim), q_abs_pe);
 
   // Attention over the latent cache: out_latent [T, heads, kv_lora_rank].
-  Tensor out_latent({t, int64_t{heads} * latent});
+  Tensor out_latent = ops.empty_activation({t, int64_t{heads} * latent});
   AttentionCall call;
   call.layer_id = opt_.layer_id;
   call.num_q_heads = heads;
   call.scale = opt_.scale;
   STRATA_CHECK(ctx.attention != nullptr, "layer {} has attention but no backend is set",
                opt_.layer_id);
-  ctx.attention->forward(call, q_absorbed.data(), kv_row.data(), nullptr, out_latent.data());
+  ctx.attention->forward(call, q_absorbed, kv_row, Tensor{}, out_latent);
 
   // Per-head values: o_h = W_UV_h . out_latent_h, then the output projection.
-  Tensor attn({t, int64_t{heads} * v_dim});
-  std::vector<float> mix(static_cast<size_t>(t) * latent), o(static_cast<size_t>(t) * v_dim);
-  for (int h = 0; h < heads; ++h) {
-    for (int64_t i = 0; i < t; ++i)
-      std::memcpy(mix.data() + i * latent, out_latent.row(i) + int64_t{h} * latent,
-                  sizeof(float) * latent);
-    const float* w_uv = kv_b_.row(h * uk_uv_rows + nope);  // [v, kv_lora_rank]
-    cpu::linear(mix.data(), t, latent, w_uv, v_dim, nullptr, o.data());
-    for (int64_t i = 0; i < t; ++i)
-      std::memcpy(attn.row(i) + int64_t{h} * v_dim, o.data() + i * v_dim, sizeof(float) * v_dim);
-  }
-  return o_proj_.forward(attn);
+  Tensor attn = ops.empty_activation({t, int64_t{heads} * opt_.v_head_dim});
+  ops.head_linear(out_latent, w_uv_, heads, attn);
+  o_proj_.forward_into(ops, attn, residual, /*accumulate=*/true);
 }
 
 }  // namespace strata

@@ -43,20 +43,24 @@ float mla_softmax_scale(int qk_head_dim, const RopeConfig& rope);
 
 class MLAAttention {
  public:
-  MLAAttention(WeightSource& w, const std::string& prefix, const MLAOptions& opt);
-  // x [T, hidden] -> [T, hidden]
-  Tensor forward(const Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) const;
+  MLAAttention(ParamLoader& w, const std::string& prefix, const MLAOptions& opt);
+  // x [T, hidden] (normalized) -> residual += o_proj(attention)
+  void forward(const Tensor& x, Tensor& residual, const ForwardBatch& batch,
+               ForwardContext& ctx) const;
   // One latent "head": key = [c_kv, k_pe], value = c_kv.
   KVLayerLayout kv_layout() const;
 
  private:
-  Tensor project_q(const Tensor& x) const;
+  Tensor project_q(Ops& ops, const Tensor& x) const;
 
   MLAOptions opt_;
   Linear q_proj_, q_a_proj_, q_b_proj_, kv_a_proj_, o_proj_;
   RMSNorm q_a_norm_, kv_a_norm_;
-  Tensor kv_b_;  // [heads * (nope + v), kv_lora_rank]: W_UK_h then W_UV_h for each head
-  RotaryEmbedding rope_;
+  // kv_b_proj split per head at load time, in the forms the absorbed attention multiplies by:
+  // w_uk_t_ [heads * kv_lora_rank, nope] (W_UK_h transposed: q_nope_h -> latent space) and
+  // w_uv_ [heads * v_head_dim, kv_lora_rank] (latent mix -> value).
+  Tensor w_uk_t_, w_uv_;
+  RopeTable rope_;
 };
 
 }  // namespace strata

@@ -9,14 +9,14 @@ namespace strata {
 
 class UngatedMLP {
  public:
-  UngatedMLP(WeightSource& w, const std::string& prefix, int hidden, int intermediate,
-             const std::string& act, bool bias = false);
-  Tensor forward(const Tensor& x) const;
+  UngatedMLP(ParamLoader& w, const std::string& prefix, int hidden, int intermediate,
+             Activation act, bool bias = false);
+  // residual += down(act(up x))
+  void forward(Ops& ops, const Tensor& x, Tensor& residual) const;
 
  private:
-  enum class Act { Relu2, Silu, GeluTanh };
   Linear up_, down_;
-  Act act_;
+  Activation act_;
 };
 
 }  // namespace strata

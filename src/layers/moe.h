@@ -18,52 +18,25 @@
 //   MoEOptions o;  o.router = {n_routed_experts, num_experts_per_tok, RouterScoring::Sigmoid,
 //                              n_group, topk_group, GroupScore::TopTwoSum, true, norm_topk_prob,
 //                              routed_scaling_factor};
-//   o.expert = {moe_intermediate_size, /*gated=*/false, ExpertActivation::Relu2};
-//   o.shared_expert = {moe_shared_expert_intermediate_size, false, ExpertActivation::Relu2};
+//   o.expert = {moe_intermediate_size, /*gated=*/false, Activation::Relu2};
+//   o.shared_expert = {moe_shared_expert_intermediate_size, false, Activation::Relu2};
 //   MoELayer(w, "backbone.layers.1.mixer", o);   // mixer.gate.weight, mixer.experts.{i}.up_proj...
 #include <string>
 #include <vector>
 
 #include "layers/linear.h"
+#include "ops/ops.h"
 
 namespace strata {
 
-enum class RouterScoring { Softmax, Sigmoid };
-// How a group of experts is ranked for group-limited routing.
-enum class GroupScore {
-  Max,        // highest expert score in the group (DeepSeek-V2 group_limited_greedy)
-  TopTwoSum,  // sum of the two highest (DeepSeek-V3 noaux_tc, NemotronH)
-};
-
-struct RouterConfig {
-  int num_experts = 0;
-  int top_k = 0;
-  RouterScoring scoring = RouterScoring::Softmax;
-  int num_groups = 1;   // 1: no group limit
-  int topk_groups = 1;  // groups kept per token
-  GroupScore group_score = GroupScore::Max;
-  bool correction_bias = false;  // add e_score_correction_bias to scores for the choice only
-  bool normalize_topk = false;   // renormalize the chosen weights to sum to 1
-  float routed_scaling_factor = 1.0f;
-
-  // Rejects inconsistent settings with a message naming the config fields.
-  void validate() const;
-};
-
-// Routes `rows` tokens: router_logits [rows, num_experts] -> expert_ids / weights
-// [rows, top_k]. `bias` [num_experts] is read only when cfg.correction_bias. Experts of one
-// token come out in descending order of their choice score.
-void route_tokens(const RouterConfig& cfg, const float* router_logits, int64_t rows,
-                  const float* bias, int32_t* expert_ids, float* weights);
-
-enum class ExpertActivation { Silu, GeluTanh, Relu2 };
-ExpertActivation parse_expert_activation(const std::string& hidden_act);
+// RouterConfig, RouterScoring and GroupScore are in ops/ops.h (Ops::route computes them);
+// cpu::route_tokens (kernels/cpu/routing_rope.h) is the reference.
 
 // One expert's MLP: gated  down(act(gate x) * up x)  or plain  down(act(up x)).
 struct ExpertMlpSpec {
   int intermediate_size = 0;
   bool gated = true;
-  ExpertActivation activation = ExpertActivation::Silu;
+  Activation activation = Activation::Silu;
   bool bias = false;
   std::string gate = "gate_proj", up = "up_proj", down = "down_proj";
 };
@@ -84,12 +57,13 @@ struct MoEOptions {
   std::string shared_gate;
 };
 
+// A dense expert-shaped MLP (the shared experts).
 class ExpertMlp {
  public:
   ExpertMlp() = default;
-  ExpertMlp(WeightSource& w, const std::string& prefix, int hidden, const ExpertMlpSpec& spec);
-  // x [rows, hidden] -> y [rows, hidden]
-  void forward(const float* x, int64_t rows, float* y) const;
+  ExpertMlp(ParamLoader& w, const std::string& prefix, int hidden, const ExpertMlpSpec& spec);
+  // x [rows, hidden] -> [rows, hidden] f32
+  Tensor forward(Ops& ops, const Tensor& x) const;
 
  private:
   ExpertMlpSpec spec_;
@@ -98,15 +72,16 @@ class ExpertMlp {
 
 class MoELayer {
  public:
-  MoELayer(WeightSource& w, const std::string& prefix, const MoEOptions& opt);
-  Tensor forward(const Tensor& x) const;  // [T, hidden] -> [T, hidden]
+  MoELayer(ParamLoader& w, const std::string& prefix, const MoEOptions& opt);
+  // residual += MoE(x);  x [T, hidden]
+  void forward(Ops& ops, const Tensor& x, Tensor& residual) const;
   const RouterConfig& router() const { return opt_.router; }
 
  private:
   MoEOptions opt_;
   Linear router_;
   Tensor bias_;
-  std::vector<ExpertMlp> experts_;
+  ExpertWeights experts_;
   ExpertMlp shared_;
   Linear shared_gate_;
   bool has_shared_ = false;

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "kernels/cpu/routing_rope.h"
 
 namespace strata {
 
@@ -36,7 +37,7 @@ Routed route(const RouterConfig& cfg, const std::vector<float>& logits,
              const float* bias = nullptr) {
   cfg.validate();
   Routed r{std::vector<int32_t>(cfg.top_k), std::vector<float>(cfg.top_k)};
-  route_tokens(cfg, logits.data(), 1, bias, r.ids.data(), r.weights.data());
+  cpu::route_tokens(cfg, logits.data(), 1, bias, r.ids.data(), r.weights.data());
   return r;
 }
 
@@ -182,13 +183,16 @@ TEST(MoELayer, RoutesTokensThroughNamedExperts) {
   o.hidden_size = 2;
   o.router.num_experts = 2;
   o.router.top_k = 1;
-  o.expert = {2, false, ExpertActivation::Relu2};
-  o.shared_expert = {2, false, ExpertActivation::Relu2};
-  MoELayer moe(w, "m", o);
+  o.expert = {2, false, Activation::Relu2};
+  o.shared_expert = {2, false, Activation::Relu2};
+  auto ops = make_cpu_ops();
+  ParamLoader loader(w, *ops, false, 0);
+  MoELayer moe(loader, "m", o);
   Tensor x({2, 2});
   x.data()[0] = 2, x.data()[1] = -1;   // -> expert 0
   x.data()[2] = 0.5, x.data()[3] = 1;  // -> expert 1
-  Tensor y = moe.forward(x);
+  Tensor y({2, 2});                    // the residual the layer adds into: zero
+  moe.forward(*ops, x, y);
   const float w0 = 1.0f / (1.0f + std::exp(-3.0f));  // softmax(2, -1)[0]
   const float w1 = 1.0f / (1.0f + std::exp(-0.5f));  // softmax(0.5, 1)[1]
   EXPECT_NEAR(y.data()[0], w0 * 3 * 4 + 4, 1e-5);

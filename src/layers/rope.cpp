@@ -4,6 +4,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/cpu/routing_rope.h"
 
 namespace strata {
 
@@ -86,35 +87,23 @@ RotaryEmbedding::RotaryEmbedding(const RopeConfig& r, int rotary_dim, bool inter
   } else {
     fail("rope type '{}' is not supported (supported: default, linear, llama3, yarn)", r.type);
   }
-  if (r.inv_freq_dtype == "bf16") {
-    for (auto& f : inv_freq_) f = bf16_to_f32(f32_to_bf16(f));
-  } else if (r.inv_freq_dtype != "f32") {
-    fail("rope frequency dtype '{}' is not supported: use f32 or bf16", r.inv_freq_dtype);
-  }
 }
 
 void RotaryEmbedding::apply(float* x, int64_t num_tokens, int num_heads, int64_t row_stride,
                             int64_t head_stride, const int32_t* positions) const {
-  const int half = rotary_dim_ / 2;
-#pragma omp parallel for if (num_tokens > 32)
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    std::vector<float> cos_v(half), sin_v(half);
-    for (int i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(positions[t]) * inv_freq_[i];
-      cos_v[i] = std::cos(angle) * cos_sin_scale_;
-      sin_v[i] = std::sin(angle) * cos_sin_scale_;
-    }
-    for (int h = 0; h < num_heads; ++h) {
-      float* v = x + t * row_stride + h * head_stride;
-      for (int i = 0; i < half; ++i) {
-        float* a = interleaved_ ? &v[2 * i] : &v[i];
-        float* b = interleaved_ ? &v[2 * i + 1] : &v[i + half];
-        const float x1 = *a, x2 = *b;
-        *a = x1 * cos_v[i] - x2 * sin_v[i];
-        *b = x2 * cos_v[i] + x1 * sin_v[i];
-      }
-    }
-  }
+  cpu::rope(x, num_tokens, num_heads, row_stride, head_stride, positions, inv_freq_.data(),
+            rotary_dim_, interleaved_, cos_sin_scale_);
+}
+
+RopeTable RotaryEmbedding::table(ParamLoader& w) const {
+  RopeTable t;
+  Tensor host({static_cast<int64_t>(inv_freq_.size())});
+  std::copy(inv_freq_.begin(), inv_freq_.end(), host.data());
+  t.inv_freq = w.upload(host, DType::F32);
+  t.rotary_dim = rotary_dim_;
+  t.interleaved = interleaved_;
+  t.cos_sin_scale = cos_sin_scale_;
+  return t;
 }
 
 }  // namespace strata

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/param_loader.h"
+#include "ops/ops.h"
 
 namespace strata {
 
@@ -18,6 +20,9 @@ class RotaryEmbedding {
   // x + t * row_stride + h * head_stride.
   void apply(float* x, int64_t num_tokens, int num_heads, int64_t row_stride, int64_t head_stride,
              const int32_t* positions) const;
+
+  // The frequency table on the stage's device, for Ops::rope.
+  RopeTable table(ParamLoader& w) const;
 
   const std::vector<float>& inv_freq() const { return inv_freq_; }
   // Multiplier folded into cos/sin (YaRN's attention factor; 1 otherwise).

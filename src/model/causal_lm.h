@@ -10,6 +10,7 @@
 #include "cache/state_layout.h"
 #include "core/tensor.h"
 #include "model/config.h"
+#include "ops/ops.h"
 #include "runtime/forward_batch.h"
 
 namespace strata {
@@ -24,8 +25,13 @@ struct StagePlan {
   bool owns(int layer_id) const { return layer_id >= start_layer && layer_id < end_layer; }
 };
 
-// What layers may use during a pass besides the batch itself.
+// What layers may use during a pass besides the batch itself: the device's ops, the batch's
+// per-token inputs already on that device, and the backends of the stateful layer kinds.
 struct ForwardContext {
+  Ops* ops = nullptr;
+  Tensor input_ids;        // [T] int32 (the first stage embeds them)
+  Tensor positions;        // [T] int32
+  Tensor last_token_rows;  // [B] int32: each request's last token (the rows that get logits)
   AttentionBackend* attention = nullptr;
   StatePool* recurrent_state = nullptr;  // per-request state of recurrent layers (hybrid models)
 };
@@ -44,6 +50,7 @@ class CausalLM {
   // First stage: embeds batch.input_ids (hidden_in unused). Other stages: take hidden_in
   // [T, hidden]. Returns [T, hidden] for the next stage, or on the last stage logits
   // [rows, vocab]: one row per request (its last token) or, with return_all_logits, per token.
+  // Everything on ctx.ops' device; the result is drawn from the pass's workspace.
   virtual Tensor forward(const ForwardBatch& batch, ForwardContext& ctx,
                          const Tensor& hidden_in) = 0;
 };

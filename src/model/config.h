@@ -24,9 +24,6 @@ struct RopeConfig {
   double mscale = 0.0, mscale_all_dim = 0.0;    // yarn (DeepSeek); 0 = not given
   std::optional<double> attention_factor;       // yarn override
   double partial_rotary_factor = 1.0;
-  // Precision of the frequency table: "f32" (transformers' own) or "bf16", which reproduces a
-  // model whose buffers were cast with .to(bfloat16) (as the llama_bf16 fixture's reference).
-  std::string inv_freq_dtype = "f32";
 };
 
 struct ModelConfig {

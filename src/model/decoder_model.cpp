@@ -1,12 +1,11 @@
 #include "model/decoder_model.h"
 
-#include <cstring>
 
 #include "core/error.h"
 
 namespace strata {
 
-DecoderModel::DecoderModel(const ModelConfig& config, WeightSource& weights, StagePlan stage,
+DecoderModel::DecoderModel(const ModelConfig& config, ParamLoader& weights, StagePlan stage,
                            const LayerFactory& make_layer, DecoderNames names)
     : config_(config), stage_(stage), names_(std::move(names)) {
   const int64_t h = config.hidden_size, vocab = config.vocab_size;
@@ -37,34 +36,28 @@ std::map<int, RecurrentStateLayout> DecoderModel::state_layouts() const {
 
 Tensor DecoderModel::forward(const ForwardBatch& batch, ForwardContext& ctx,
                              const Tensor& hidden_in) {
+  Ops& ops = *ctx.ops;
   Tensor hidden;
   if (stage_.is_first) {
-    hidden = embed_.forward(batch.input_ids);
-    if (names_.embed_scale != 1.0f)
-      for (int64_t i = 0; i < hidden.numel(); ++i) hidden.data()[i] *= names_.embed_scale;
+    hidden = embed_.forward(ops, ctx.input_ids);
+    if (names_.embed_scale != 1.0f) ops.scale(hidden, names_.embed_scale);
   } else {
     STRATA_CHECK(hidden_in.ndim() == 2 && hidden_in.dim(0) == batch.num_tokens(),
                  "stage input {} for {} tokens", hidden_in.shape_str(), batch.num_tokens());
-    hidden = hidden_in.clone();
+    hidden = ops.empty({hidden_in.rows(), hidden_in.cols()});
+    ops.copy(hidden_in, hidden);
   }
   for (auto& layer : layers_) layer->forward(hidden, batch, ctx);
   if (!stage_.is_last) return hidden;
 
   // Logits only where they are needed: each request's last token unless all are asked for.
-  const int64_t h = config_.hidden_size;
-  Tensor selected;
-  if (batch.return_all_logits) {
-    selected = hidden;
-  } else {
-    const auto offsets = batch.token_offsets();
-    selected = Tensor({batch.batch_size(), h});
-    for (int b = 0; b < batch.batch_size(); ++b)
-      std::memcpy(selected.row(b), hidden.row(offsets[b + 1] - 1), sizeof(float) * h);
+  Tensor selected = hidden;
+  if (!batch.return_all_logits) {
+    selected = ops.empty({batch.batch_size(), hidden.cols()});
+    ops.gather_rows(hidden, ctx.last_token_rows, selected);
   }
-  Tensor normed = final_norm_.forward(selected);
-  Tensor logits = lm_head_.forward(normed);
-  if (names_.logits_scale != 1.0f)
-    for (int64_t i = 0; i < logits.numel(); ++i) logits.data()[i] *= names_.logits_scale;
+  Tensor logits = lm_head_.forward(ops, final_norm_.forward(ops, selected));
+  if (names_.logits_scale != 1.0f) ops.scale(logits, names_.logits_scale);
   return logits;
 }
 

@@ -35,7 +35,7 @@ using LayerFactory = std::function<std::unique_ptr<DecoderLayer>(int layer_id)>;
 
 class DecoderModel : public CausalLM {
  public:
-  DecoderModel(const ModelConfig& config, WeightSource& weights, StagePlan stage,
+  DecoderModel(const ModelConfig& config, ParamLoader& weights, StagePlan stage,
                const LayerFactory& make_layer, DecoderNames names = {});
   const ModelConfig& config() const override { return config_; }
   const StagePlan& stage() const override { return stage_; }

@@ -1,8 +1,8 @@
 #include "model/weights.h"
 
 #include <filesystem>
-#include <random>
 
+#include "core/dummy_random.h"
 #include "core/error.h"
 #include "model/json_util.h"
 
@@ -32,9 +32,9 @@ Tensor DummyWeights::load(const std::string& name, const std::vector<int64_t>& s
   if (ends_with("norm.weight") || ends_with("layernorm.weight")) {
     for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = 1.0f;
   } else if (!ends_with(".bias")) {
-    std::mt19937_64 rng(seed_ ^ std::hash<std::string>{}(name));
-    std::normal_distribution<float> dist(0.0f, 0.02f);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = dist(rng);
+    // The expression every device's Ops::fill_dummy computes (core/dummy_random.h).
+    const uint64_t stream = dummy_stream(seed_, name);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = dummy_value(stream, i, 0.02f);
   }
   return t;
 }

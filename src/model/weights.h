@@ -32,8 +32,8 @@ class WeightSource {
 std::unique_ptr<WeightSource> open_weights(const std::string& model_dir, LoadFormat format,
                                            uint64_t seed = 0);
 
-// Random weights: N(0, 0.02) for matrices, 1 for norm weights, 0 for biases; deterministic in
-// (seed, name).
+// Random weights: uniform with std 0.02 for matrices, 1 for norm weights, 0 for biases;
+// deterministic in (seed, name, index) and the same on every device (core/dummy_random.h).
 class DummyWeights : public WeightSource {
  public:
   explicit DummyWeights(uint64_t seed) : seed_(seed) {}

@@ -15,9 +15,9 @@ namespace {
 
 class BambaDecoderLayer : public DecoderLayer {
  public:
-  BambaDecoderLayer(const ModelConfig& c, WeightSource& w, int layer_id)
+  BambaDecoderLayer(const ModelConfig& c, ParamLoader& w, int layer_id)
       : mlp_(w, fmt::format("model.layers.{}.feed_forward", layer_id), c.hidden_size,
-             c.intermediate_size, c.hidden_act, c.mlp_bias) {
+             c.intermediate_size, parse_activation(c.hidden_act), c.mlp_bias) {
     const std::string p = fmt::format("model.layers.{}.", layer_id);
     const auto eps = static_cast<float>(c.rms_norm_eps);
     input_norm_ = RMSNorm::load(w, p + "input_layernorm.weight", c.hidden_size, eps);
@@ -29,9 +29,13 @@ class BambaDecoderLayer : public DecoderLayer {
   }
 
   void forward(Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) override {
-    const Tensor h = input_norm_.forward(x);
-    add_residual(x, mamba_ ? mamba_->forward(h, batch, ctx) : attn_->forward(h, batch, ctx));
-    add_residual(x, mlp_.forward(pre_ff_norm_.forward(x)));
+    Ops& ops = *ctx.ops;
+    const Tensor h = input_norm_.forward(ops, x);
+    if (mamba_)
+      ops.add(x, mamba_->forward(h, batch, ctx));
+    else
+      attn_->forward(h, x, batch, ctx);
+    mlp_.forward(ops, pre_ff_norm_.forward(ops, x), x);
   }
 
   std::optional<KVLayerLayout> kv_layout() const override {
@@ -66,7 +70,7 @@ class BambaDecoderLayer : public DecoderLayer {
 
 }  // namespace
 
-std::unique_ptr<CausalLM> build_bamba(const ModelConfig& config, WeightSource& weights,
+std::unique_ptr<CausalLM> build_bamba(const ModelConfig& config, ParamLoader& weights,
                                       const StagePlan& stage) {
   if (config.intermediate_size <= 0) config.require_int("intermediate_size");
   DecoderNames names;

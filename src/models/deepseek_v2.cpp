@@ -105,7 +105,7 @@ MoEOptions read_moe(const ModelConfig& c) {
         method, c.architecture);
   }
   r.validate();
-  const ExpertActivation act = parse_expert_activation(c.hidden_act);
+  const Activation act = parse_activation(c.hidden_act);
   m.expert = {positive_field(c, "moe_intermediate_size", "width of one routed expert"), true, act};
   const int shared = c.get_int("n_shared_experts", 0);
   if (shared > 0) m.shared_expert = {shared * m.expert.intermediate_size, true, act};
@@ -127,7 +127,7 @@ DeepseekSettings read_settings(const ModelConfig& c) {
 
 class DeepseekDecoderLayer : public DecoderLayer {
  public:
-  DeepseekDecoderLayer(const ModelConfig& c, WeightSource& w, int layer_id,
+  DeepseekDecoderLayer(const ModelConfig& c, ParamLoader& w, int layer_id,
                        const DeepseekSettings& s)
       : attn_(w, fmt::format("model.layers.{}.self_attn", layer_id),
               with_layer(s.attention, layer_id)) {
@@ -140,13 +140,17 @@ class DeepseekDecoderLayer : public DecoderLayer {
       moe_ = std::make_unique<MoELayer>(w, p + "mlp", s.moe);
     else
       dense_ = std::make_unique<GatedMLP>(w, p + "mlp", c.hidden_size, c.intermediate_size,
-                                          c.hidden_act, c.mlp_bias);
+                                          parse_activation(c.hidden_act), c.mlp_bias);
   }
 
   void forward(Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) override {
-    add_residual(x, attn_.forward(input_norm_.forward(x), batch, ctx));
-    const Tensor h = post_attention_norm_.forward(x);
-    add_residual(x, moe_ ? moe_->forward(h) : dense_->forward(h));
+    Ops& ops = *ctx.ops;
+    attn_.forward(input_norm_.forward(ops, x), x, batch, ctx);
+    const Tensor h = post_attention_norm_.forward(ops, x);
+    if (moe_)
+      moe_->forward(ops, h, x);
+    else
+      dense_->forward(ops, h, x);
   }
 
   std::optional<KVLayerLayout> kv_layout() const override { return attn_.kv_layout(); }
@@ -165,7 +169,7 @@ class DeepseekDecoderLayer : public DecoderLayer {
 
 }  // namespace
 
-std::unique_ptr<CausalLM> build_deepseek(const ModelConfig& config, WeightSource& weights,
+std::unique_ptr<CausalLM> build_deepseek(const ModelConfig& config, ParamLoader& weights,
                                          const StagePlan& stage) {
   const DeepseekSettings settings = read_settings(config);  // before any weight is read
   return std::make_unique<DecoderModel>(config, weights, stage, [&](int layer_id) {

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "kernels/cpu/ops.h"
 #include "layers/attention.h"
 #include "layers/mamba2.h"
 #include "model/decoder_model.h"
@@ -47,7 +46,7 @@ struct FalconMultipliers {
 
 class FalconH1MLP {
  public:
-  FalconH1MLP(const ModelConfig& c, WeightSource& w, const std::string& p,
+  FalconH1MLP(const ModelConfig& c, ParamLoader& w, const std::string& p,
               const FalconMultipliers& m)
       : intermediate_(c.intermediate_size), gate_mult_(m.mlp_gate), down_mult_(m.mlp_down) {
     if (c.hidden_act != "silu")
@@ -56,16 +55,19 @@ class FalconH1MLP {
                                     {intermediate_, intermediate_}, c.mlp_bias);
     down_ = Linear::load(w, p + ".down_proj", intermediate_, c.hidden_size, c.mlp_bias);
   }
-  Tensor forward(const Tensor& x) const {
-    const int64_t t = x.dim(0);
-    Tensor gate_up = gate_up_.forward(x), act({t, intermediate_});
-    for (int64_t i = 0; i < t; ++i)
-      for (int64_t j = 0; j < intermediate_; ++j)
-        act.row(i)[j] =
-            cpu::silu(gate_mult_ * gate_up.row(i)[j]) * gate_up.row(i)[intermediate_ + j];
-    Tensor out = down_.forward(act);
-    for (int64_t i = 0; i < out.numel(); ++i) out.data()[i] *= down_mult_;
-    return out;
+  // residual += down_mult * down(silu(gate_mult * gate x) * up x)
+  void forward(Ops& ops, const Tensor& x, Tensor& residual) const {
+    Tensor gate_up = gate_up_.forward(ops, x);
+    if (gate_mult_ != 1.0f) {
+      Tensor gate = gate_up.slice_cols(0, intermediate_);
+      ops.scale(gate, gate_mult_);
+    }
+    Tensor act = ops.empty_activation({x.rows(), intermediate_});
+    ops.gated_activation(gate_up, Activation::Silu, act);
+    if (down_mult_ == 1.0f) return down_.forward_into(ops, act, residual, /*accumulate=*/true);
+    Tensor out = down_.forward(ops, act);
+    ops.scale(out, down_mult_);
+    ops.add(residual, out);
   }
 
  private:
@@ -76,7 +78,7 @@ class FalconH1MLP {
 
 class FalconH1DecoderLayer : public DecoderLayer {
  public:
-  FalconH1DecoderLayer(const ModelConfig& c, WeightSource& w, int layer_id,
+  FalconH1DecoderLayer(const ModelConfig& c, ParamLoader& w, int layer_id,
                        const FalconMultipliers& m)
       : m_(m),
         mamba_(w, fmt::format("model.layers.{}.mamba", layer_id), mamba_options(c, layer_id, m)),
@@ -90,15 +92,18 @@ class FalconH1DecoderLayer : public DecoderLayer {
   }
 
   void forward(Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) override {
-    const Tensor h = input_norm_.forward(x);
-    const Tensor ssm = mamba_.forward(h, batch, ctx);
-    Tensor attn_in = h.clone();
-    for (int64_t i = 0; i < attn_in.numel(); ++i) attn_in.data()[i] *= m_.attention_in;
-    const Tensor attn = attn_.forward(attn_in, batch, ctx);
-    for (int64_t i = 0; i < x.numel(); ++i)
-      x.data()[i] += m_.ssm_out * ssm.data()[i] + m_.attention_out * attn.data()[i];
-    const Tensor mlp = mlp_.forward(pre_ff_norm_.forward(x));
-    add_residual(x, mlp);
+    Ops& ops = *ctx.ops;
+    const Tensor h = input_norm_.forward(ops, x);
+    Tensor ssm = mamba_.forward(h, batch, ctx);
+    Tensor attn_in = ops.empty({h.rows(), h.cols()}, h.dtype());
+    ops.copy(h, attn_in);
+    ops.scale(attn_in, m_.attention_in);
+    Tensor attn = attn_.forward(attn_in, batch, ctx);
+    ops.scale(ssm, m_.ssm_out);
+    ops.scale(attn, m_.attention_out);
+    ops.add(x, ssm);
+    ops.add(x, attn);
+    mlp_.forward(ops, pre_ff_norm_.forward(ops, x), x);
   }
 
   std::optional<KVLayerLayout> kv_layout() const override { return attn_.kv_layout(); }
@@ -151,7 +156,7 @@ class FalconH1DecoderLayer : public DecoderLayer {
 
 }  // namespace
 
-std::unique_ptr<CausalLM> build_falcon_h1(const ModelConfig& config, WeightSource& weights,
+std::unique_ptr<CausalLM> build_falcon_h1(const ModelConfig& config, ParamLoader& weights,
                                           const StagePlan& stage) {
   if (config.intermediate_size <= 0) config.require_int("intermediate_size");
   const FalconMultipliers m(config);

@@ -14,12 +14,12 @@ namespace {
 
 class LlamaDecoderLayer : public DecoderLayer {
  public:
-  LlamaDecoderLayer(const ModelConfig& c, WeightSource& w, int layer_id,
+  LlamaDecoderLayer(const ModelConfig& c, ParamLoader& w, int layer_id,
                     const LlamaVariant& variant)
       : attn_(w, fmt::format("model.layers.{}.self_attn", layer_id),
               attention_options(c, layer_id, variant)),
         mlp_(w, fmt::format("model.layers.{}.mlp", layer_id), c.hidden_size, c.intermediate_size,
-             c.hidden_act, c.mlp_bias) {
+             parse_activation(c.hidden_act), c.mlp_bias) {
     const std::string p = fmt::format("model.layers.{}.", layer_id);
     const auto eps = static_cast<float>(c.rms_norm_eps);
     input_norm_ = RMSNorm::load(w, p + "input_layernorm.weight", c.hidden_size, eps);
@@ -28,8 +28,9 @@ class LlamaDecoderLayer : public DecoderLayer {
   }
 
   void forward(Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) override {
-    add_residual(x, attn_.forward(input_norm_.forward(x), batch, ctx));
-    add_residual(x, mlp_.forward(post_attention_norm_.forward(x)));
+    Ops& ops = *ctx.ops;
+    attn_.forward(input_norm_.forward(ops, x), x, batch, ctx);
+    mlp_.forward(ops, post_attention_norm_.forward(ops, x), x);
   }
 
   std::optional<KVLayerLayout> kv_layout() const override { return attn_.kv_layout(); }
@@ -50,7 +51,7 @@ class LlamaDecoderLayer : public DecoderLayer {
 
 }  // namespace
 
-std::unique_ptr<CausalLM> build_llama_family(const ModelConfig& config, WeightSource& weights,
+std::unique_ptr<CausalLM> build_llama_family(const ModelConfig& config, ParamLoader& weights,
                                              const StagePlan& stage, const LlamaVariant& variant) {
   if (config.intermediate_size <= 0) config.require_int("intermediate_size");
   return std::make_unique<DecoderModel>(config, weights, stage, [&](int layer_id) {

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "model/causal_lm.h"
-#include "model/weights.h"
+#include "model/param_loader.h"
 
 namespace strata {
 
@@ -13,7 +13,7 @@ struct LlamaVariant {
   bool qk_norm = false;   // Qwen3: RMSNorm over each q and k head before rope
 };
 
-std::unique_ptr<CausalLM> build_llama_family(const ModelConfig& config, WeightSource& weights,
+std::unique_ptr<CausalLM> build_llama_family(const ModelConfig& config, ParamLoader& weights,
                                              const StagePlan& stage, const LlamaVariant& variant);
 
 }  // namespace strata

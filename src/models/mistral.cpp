@@ -5,7 +5,7 @@
 
 namespace strata {
 
-std::unique_ptr<CausalLM> build_mistral(const ModelConfig& c, WeightSource& w, const StagePlan& s) {
+std::unique_ptr<CausalLM> build_mistral(const ModelConfig& c, ParamLoader& w, const StagePlan& s) {
   return build_llama_family(c, w, s, LlamaVariant{});
 }
 

@@ -18,7 +18,7 @@ namespace {
 
 class NemotronHBlock : public DecoderLayer {
  public:
-  NemotronHBlock(const ModelConfig& c, WeightSource& w, int layer_id) {
+  NemotronHBlock(const ModelConfig& c, ParamLoader& w, int layer_id) {
     const LayerSpec& spec = c.layers[layer_id];
     const std::string p = fmt::format("backbone.layers.{}.", layer_id);
     norm_ = RMSNorm::load(w, p + "norm.weight", c.hidden_size, static_cast<float>(c.rms_norm_eps));
@@ -28,19 +28,24 @@ class NemotronHBlock : public DecoderLayer {
       attn_.emplace(w, p + "mixer", attention_options(c, layer_id));
     } else if (spec.mlp == MlpKind::Dense) {
       mlp_.emplace(w, p + "mixer", c.hidden_size, c.require_int("intermediate_size"),
-                   c.get_string("mlp_hidden_act", "relu2"), c.mlp_bias);
+                   parse_activation(c.get_string("mlp_hidden_act", "relu2"), "mlp_hidden_act"),
+                   c.mlp_bias);
     } else {
       moe_.emplace(w, p + "mixer", moe_options(c));
     }
   }
 
   void forward(Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) override {
-    const Tensor h = norm_.forward(x);
-    const Tensor out = mamba_  ? mamba_->forward(h, batch, ctx)
-                       : attn_ ? attn_->forward(h, batch, ctx)
-                       : mlp_  ? mlp_->forward(h)
-                               : moe_->forward(h);
-    add_residual(x, out);
+    Ops& ops = *ctx.ops;
+    const Tensor h = norm_.forward(ops, x);
+    if (mamba_)
+      ops.add(x, mamba_->forward(h, batch, ctx));
+    else if (attn_)
+      attn_->forward(h, x, batch, ctx);
+    else if (mlp_)
+      mlp_->forward(ops, h, x);
+    else
+      moe_->forward(ops, h, x);
   }
 
   std::optional<KVLayerLayout> kv_layout() const override {
@@ -82,7 +87,8 @@ class NemotronHBlock : public DecoderLayer {
     r.normalize_topk = c.get_bool("norm_topk_prob", true);
     r.routed_scaling_factor = static_cast<float>(c.get_number("routed_scaling_factor", 1.0));
     r.validate();
-    const ExpertActivation act = parse_expert_activation(c.get_string("mlp_hidden_act", "relu2"));
+    const Activation act =
+        parse_activation(c.get_string("mlp_hidden_act", "relu2"), "mlp_hidden_act");
     m.expert = {c.require_int("moe_intermediate_size"), false, act, c.mlp_bias};
     const int shared = c.get_int("moe_shared_expert_intermediate_size", 0);
     if (shared > 0) m.shared_expert = {shared, false, act, c.mlp_bias};
@@ -105,7 +111,7 @@ class NemotronHBlock : public DecoderLayer {
 
 }  // namespace
 
-std::unique_ptr<CausalLM> build_nemotron_h(const ModelConfig& config, WeightSource& weights,
+std::unique_ptr<CausalLM> build_nemotron_h(const ModelConfig& config, ParamLoader& weights,
                                            const StagePlan& stage) {
   // Every norm of the family uses layer_norm_epsilon.
   ModelConfig c = config;

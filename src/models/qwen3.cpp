@@ -4,7 +4,7 @@
 
 namespace strata {
 
-std::unique_ptr<CausalLM> build_qwen3(const ModelConfig& c, WeightSource& w, const StagePlan& s) {
+std::unique_ptr<CausalLM> build_qwen3(const ModelConfig& c, ParamLoader& w, const StagePlan& s) {
   return build_llama_family(c, w, s, LlamaVariant{.qkv_bias = false, .qk_norm = true});
 }
 

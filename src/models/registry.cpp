@@ -10,23 +10,23 @@
 
 namespace strata {
 
-std::unique_ptr<CausalLM> build_qwen2(const ModelConfig&, WeightSource&, const StagePlan&);
-std::unique_ptr<CausalLM> build_qwen3(const ModelConfig&, WeightSource&, const StagePlan&);
-std::unique_ptr<CausalLM> build_mistral(const ModelConfig&, WeightSource&, const StagePlan&);
-std::unique_ptr<CausalLM> build_nemotron_h(const ModelConfig&, WeightSource&, const StagePlan&);
-std::unique_ptr<CausalLM> build_bamba(const ModelConfig&, WeightSource&, const StagePlan&);
-std::unique_ptr<CausalLM> build_falcon_h1(const ModelConfig&, WeightSource&, const StagePlan&);
-std::unique_ptr<CausalLM> build_deepseek(const ModelConfig&, WeightSource&, const StagePlan&);
+std::unique_ptr<CausalLM> build_qwen2(const ModelConfig&, ParamLoader&, const StagePlan&);
+std::unique_ptr<CausalLM> build_qwen3(const ModelConfig&, ParamLoader&, const StagePlan&);
+std::unique_ptr<CausalLM> build_mistral(const ModelConfig&, ParamLoader&, const StagePlan&);
+std::unique_ptr<CausalLM> build_nemotron_h(const ModelConfig&, ParamLoader&, const StagePlan&);
+std::unique_ptr<CausalLM> build_bamba(const ModelConfig&, ParamLoader&, const StagePlan&);
+std::unique_ptr<CausalLM> build_falcon_h1(const ModelConfig&, ParamLoader&, const StagePlan&);
+std::unique_ptr<CausalLM> build_deepseek(const ModelConfig&, ParamLoader&, const StagePlan&);
 
 namespace {
 
 using Builder =
-    std::function<std::unique_ptr<CausalLM>(const ModelConfig&, WeightSource&, const StagePlan&)>;
+    std::function<std::unique_ptr<CausalLM>(const ModelConfig&, ParamLoader&, const StagePlan&)>;
 
 const std::map<std::string, Builder>& builders() {
   static const std::map<std::string, Builder> kBuilders = {
       {"LlamaForCausalLM",
-       [](const ModelConfig& c, WeightSource& w, const StagePlan& s) {
+       [](const ModelConfig& c, ParamLoader& w, const StagePlan& s) {
          return build_llama_family(c, w, s, LlamaVariant{});
        }},
       {"Qwen2ForCausalLM", build_qwen2},
@@ -56,7 +56,7 @@ void validate_architecture(const ModelConfig& config) {
          fmt::join(supported_architectures(), ", "));
 }
 
-std::unique_ptr<CausalLM> build_model(const ModelConfig& config, WeightSource& weights,
+std::unique_ptr<CausalLM> build_model(const ModelConfig& config, ParamLoader& weights,
                                       const StagePlan& stage) {
   validate_architecture(config);
   return builders().at(config.architecture)(config, weights, stage);

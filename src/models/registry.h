@@ -5,14 +5,14 @@
 #include <vector>
 
 #include "model/causal_lm.h"
-#include "model/weights.h"
+#include "model/param_loader.h"
 
 namespace strata {
 
 // Fails, naming the supported architectures, when `config` is not one of them.
 void validate_architecture(const ModelConfig& config);
 std::vector<std::string> supported_architectures();
-std::unique_ptr<CausalLM> build_model(const ModelConfig& config, WeightSource& weights,
+std::unique_ptr<CausalLM> build_model(const ModelConfig& config, ParamLoader& weights,
                                       const StagePlan& stage);
 
 }  // namespace strata

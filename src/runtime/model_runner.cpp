@@ -141,8 +141,10 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
     return;
   }
 #endif
+  ops_ = make_cpu_ops();
   weights_ = open_weights(config.model_dir, options.load_format, options.seed);
-  model_ = build_model(config, *weights_, stage);
+  ParamLoader loader(*weights_, *ops_, options.load_format == LoadFormat::Dummy, options.seed);
+  model_ = build_model(config, loader, stage);
   if (stage.is_first && stage.is_last) {
     const auto unused = weights_->unused();
     if (!unused.empty())
@@ -172,6 +174,18 @@ Tensor ModelRunner::forward(const ForwardBatch& batch, const Tensor& hidden_in) 
   if (executor_) return executor_->forward(batch);
   if (attention_) attention_->prepare(batch);
   ForwardContext ctx;
+  ctx.ops = ops_.get();
+  // Host views of the batch's arrays: the CPU ops read them where they are.
+  auto ints = [](const std::vector<int32_t>& v) {
+    return Tensor::view(const_cast<int32_t*>(v.data()), {static_cast<int64_t>(v.size())},
+                        DType::I32, Device::host());
+  };
+  ctx.input_ids = ints(batch.input_ids);
+  ctx.positions = ints(batch.positions);
+  std::vector<int32_t> last_rows(batch.batch_size());
+  const std::vector<int> offsets = batch.token_offsets();
+  for (int b = 0; b < batch.batch_size(); ++b) last_rows[b] = offsets[b + 1] - 1;
+  ctx.last_token_rows = ints(last_rows);
   ctx.attention = attention_.get();
   ctx.recurrent_state = state_pool_.get();
   return model_->forward(batch, ctx, hidden_in);

@@ -13,6 +13,7 @@
 #include "cache/state_pool.h"
 #include "model/causal_lm.h"
 #include "model/weights.h"
+#include "ops/ops.h"
 #include "runtime/device_executor.h"
 
 namespace strata {
@@ -109,6 +110,7 @@ class ModelRunner {
   StagePlan stage_;
   int max_context_len_ = 0;
   Tensor stage_in_, stage_out_;  // host stages' hand-over buffers
+  std::unique_ptr<Ops> ops_;
   std::unique_ptr<WeightSource> weights_;
   std::unique_ptr<CausalLM> model_;
   std::unique_ptr<TokenMemory> memory_;

@@ -1,0 +1,56 @@
+#pragma once
+// ParamLoader: the one loader of a stage's parameters. Layers ask it for their tensors by
+// checkpoint name and shape; it reads them through the WeightSource (names, shapes and errors
+// as the checkpoint has them) and puts them on the stage's device in that device's dtype:
+// matrices in Ops::weight_dtype() (f32 on the CPU reference, bf16 on CUDA), vectors (norm
+// weights, biases, router biases) in f32. With --load-format dummy, matrices are made on the
+// device itself (Ops::fill_dummy: the same values on every device), vectors by the dummy rule
+// of DummyWeights (norms 1, biases 0).
+#include <string>
+#include <vector>
+
+#include "model/weights.h"
+#include "ops/ops.h"
+
+namespace strata {
+
+class ParamLoader {
+ public:
+  ParamLoader(WeightSource& source, Ops& ops, bool dummy, uint64_t seed)
+      : source_(source), ops_(ops), dummy_(dummy), seed_(seed) {}
+  Ops& ops() { return ops_; }
+  WeightSource& source() { return source_; }
+  bool has(const std::string& name) const { return source_.has(name); }
+
+  // `prefix.weight` [outs[i], in] of each prefix, stacked along rows (q|k|v, gate|up).
+  Tensor matrix(const std::vector<std::string>& prefixes, int64_t in,
+                const std::vector<int64_t>& outs);
+  // One matrix tensor by its full name (an embedding table, an expert's projection).
+  Tensor matrix(const std::string& name, int64_t rows, int64_t cols);
+  // `name` [n] as f32 on the device.
+  Tensor vector(const std::string& name, int64_t n);
+  // `prefix.bias` of each prefix, stacked; an empty tensor when `present` is false.
+  Tensor biases(const std::vector<std::string>& prefixes, const std::vector<int64_t>& outs,
+                bool present);
+  // The host f32 values of `name` (for parameters transformed at load: MLA's kv_b split).
+  Tensor host(const std::string& name, const std::vector<int64_t>& shape) {
+    return source_.load(name, shape);
+  }
+  // A host tensor made at load time, put on the device (in `dtype`).
+  Tensor upload(const Tensor& host, DType dtype) {
+    bytes_ += static_cast<size_t>(host.numel()) * dtype_size(dtype);
+    return ops_.upload(host, dtype);
+  }
+  Tensor upload_matrix(const Tensor& host) { return upload(host, ops_.weight_dtype()); }
+  // Bytes of parameters put on the device so far.
+  size_t bytes() const { return bytes_; }
+
+ private:
+  WeightSource& source_;
+  Ops& ops_;
+  bool dummy_;
+  uint64_t seed_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,289 @@
+// CpuOps: the reference implementation of the ops interface. f32 throughout, on host memory;
+// the kernels live in kernels/cpu (OpenBLAS sgemm and a skinny decode GEMM, OpenMP loops).
+// Strided inputs are copied to contiguous scratch where a kernel wants rows back to back.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/dummy_random.h"
+#include "core/error.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/routing_rope.h"
+#include "ops/ops.h"
+
+namespace strata {
+
+namespace {
+
+void check_host_f32(const Tensor& t, const char* what) {
+  STRATA_CHECK(t.on_host() && t.dtype() == DType::F32, "cpu op {}: a {} tensor", what,
+               t.describe());
+}
+
+// x as a contiguous host f32 tensor (itself when it already is one).
+Tensor contiguous(const Tensor& x) {
+  check_host_f32(x, "input");
+  return x.contiguous() ? x : x.clone();
+}
+
+// Writes contiguous `src` into the (possibly strided) rows of dst.
+void write_rows(const Tensor& src, Tensor& dst) {
+  if (src.raw() == dst.raw()) return;
+  const int64_t cols = dst.cols();
+  for (int64_t r = 0; r < dst.rows(); ++r)
+    std::memcpy(dst.ptr<float>() + r * dst.row_stride(), src.ptr<float>() + r * cols,
+                sizeof(float) * cols);
+}
+
+float apply(Activation act, float x) {
+  switch (act) {
+    case Activation::Silu:
+      return cpu::silu(x);
+    case Activation::Gelu:
+      return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case Activation::GeluTanh: {
+      constexpr float kSqrt2OverPi = 0.7978845608028654f;
+      return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+    }
+    case Activation::Relu2:
+      return x > 0.0f ? x * x : 0.0f;
+  }
+  return x;
+}
+
+class CpuOps : public Ops {
+ public:
+  Device device() const override { return Device::host(); }
+  DType weight_dtype() const override { return DType::F32; }
+  DType activation_dtype() const override { return DType::F32; }
+
+  Tensor empty(std::vector<int64_t> shape, DType dtype) override {
+    return Tensor(std::move(shape), dtype);
+  }
+  Tensor upload(const Tensor& host, DType dtype) override {
+    check_host_f32(host, "upload");
+    STRATA_CHECK(dtype == DType::F32, "the CPU keeps weights in f32, asked for {}",
+                 dtype_name(dtype));
+    return host;  // already where it belongs: shared, not copied
+  }
+  Tensor to_host(const Tensor& t) override { return contiguous(t); }
+  void copy(const Tensor& src, Tensor& dst) override {
+    check_host_f32(src, "copy");
+    check_host_f32(dst, "copy");
+    STRATA_CHECK(src.rows() == dst.rows() && src.cols() == dst.cols(), "copy {} -> {}",
+                 src.describe(), dst.describe());
+    write_rows(contiguous(src), dst);
+  }
+  void fill(Tensor& t, float value) override {
+    check_host_f32(t, "fill");
+    for (int64_t r = 0; r < t.rows(); ++r)
+      std::fill_n(t.ptr<float>() + r * t.row_stride(), t.cols(), value);
+  }
+  void fill_dummy(Tensor& t, uint64_t stream, float stddev) override {
+    check_host_f32(t, "fill_dummy");
+    STRATA_CHECK(t.contiguous(), "fill_dummy of a strided tensor");
+    float* p = t.data();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = dummy_value(stream, i, stddev);
+  }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+              bool accumulate) override {
+    check_host_f32(w, "linear weight");
+    check_host_f32(y, "linear output");
+    STRATA_CHECK(x.cols() == w.dim(1) && y.cols() == w.dim(0) && y.rows() == x.rows(),
+                 "linear {} x {}^T -> {}", x.describe(), w.describe(), y.describe());
+    const Tensor xc = contiguous(x);
+    const int64_t rows = x.rows(), in = w.dim(1), out = w.dim(0);
+    const float* b = bias && !bias->empty() ? bias->data() : nullptr;
+    if (!accumulate && y.contiguous()) {
+      cpu::linear(xc.data(), rows, in, w.data(), out, b, y.ptr<float>());
+      return;
+    }
+    Tensor tmp({rows, out});
+    cpu::linear(xc.data(), rows, in, w.data(), out, b, tmp.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      float* dst = y.ptr<float>() + r * y.row_stride();
+      const float* src = tmp.row(r);
+      if (accumulate)
+        cpu::add_inplace(dst, src, out);
+      else
+        std::memcpy(dst, src, sizeof(float) * out);
+    }
+  }
+
+  void head_linear(const Tensor& x, const Tensor& w, int heads, Tensor& y) override {
+    check_host_f32(w, "head_linear weight");
+    const int64_t k = x.cols() / heads, n = w.dim(0) / heads, rows = x.rows();
+    STRATA_CHECK(x.cols() == k * heads && w.dim(1) == k && y.cols() == n * heads,
+                 "head_linear {} over {} heads of {} -> {}", x.describe(), heads, w.describe(),
+                 y.describe());
+    const Tensor xc = contiguous(x);
+    std::vector<float> xh(rows * k), yh(rows * n);
+    for (int h = 0; h < heads; ++h) {
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(xh.data() + r * k, xc.data() + r * xc.cols() + h * k, sizeof(float) * k);
+      cpu::linear(xh.data(), rows, k, w.data() + h * n * k, n, nullptr, yh.data());
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(y.ptr<float>() + r * y.row_stride() + h * n, yh.data() + r * n,
+                    sizeof(float) * n);
+    }
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
+                Tensor& out) override {
+    check_host_f32(x, "rms_norm");
+    check_host_f32(out, "rms_norm output");
+    const int64_t width = w.numel();
+    STRATA_CHECK(width > 0 && x.cols() % width == 0 && out.cols() == x.cols() &&
+                     out.rows() == x.rows(),
+                 "rms_norm of {} in groups of {} -> {}", x.describe(), width, out.describe());
+    const int64_t groups = x.cols() / width;
+    if (x.contiguous() && out.contiguous()) {
+      cpu::rms_norm(x.ptr<float>(), w.data(), x.rows() * groups, width, eps, out.ptr<float>(),
+                    weight_offset);
+      return;
+    }
+    for (int64_t r = 0; r < x.rows(); ++r)
+      cpu::rms_norm(x.ptr<float>() + r * x.row_stride(), w.data(), groups, width, eps,
+                    out.ptr<float>() + r * out.row_stride(), weight_offset);
+  }
+
+  void add(Tensor& x, const Tensor& y) override {
+    check_host_f32(x, "add");
+    check_host_f32(y, "add");
+    STRATA_CHECK(x.rows() == y.rows() && x.cols() == y.cols(),
+                 "residual add of {} and {}: shapes differ", x.describe(), y.describe());
+    for (int64_t r = 0; r < x.rows(); ++r)
+      cpu::add_inplace(x.ptr<float>() + r * x.row_stride(), y.ptr<float>() + r * y.row_stride(),
+                       x.cols());
+  }
+
+  void scale(Tensor& x, float s) override {
+    check_host_f32(x, "scale");
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      float* p = x.ptr<float>() + r * x.row_stride();
+      for (int64_t i = 0; i < x.cols(); ++i) p[i] *= s;
+    }
+  }
+
+  void gated_activation(const Tensor& gate_up, Activation act, Tensor& out) override {
+    const Tensor g = contiguous(gate_up);
+    check_host_f32(out, "gated_activation output");
+    const int64_t width = out.cols(), rows = out.rows();
+    STRATA_CHECK(g.cols() == 2 * width && g.rows() == rows && out.contiguous(),
+                 "gated activation {} -> {}", gate_up.describe(), out.describe());
+    if (act == Activation::Silu) return cpu::silu_and_mul(g.data(), rows, width, out.data());
+    if (act == Activation::GeluTanh)
+      return cpu::gelu_tanh_and_mul(g.data(), rows, width, out.data());
+#pragma omp parallel for if (rows > 16)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < width; ++i)
+        out.data()[r * width + i] =
+            apply(act, g.data()[r * 2 * width + i]) * g.data()[r * 2 * width + width + i];
+  }
+
+  void activation(const Tensor& x, Activation act, Tensor& out) override {
+    check_host_f32(x, "activation");
+    check_host_f32(out, "activation output");
+    STRATA_CHECK(x.rows() == out.rows() && x.cols() == out.cols(), "activation {} -> {}",
+                 x.describe(), out.describe());
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      const float* a = x.ptr<float>() + r * x.row_stride();
+      float* o = out.ptr<float>() + r * out.row_stride();
+      for (int64_t i = 0; i < x.cols(); ++i) o[i] = apply(act, a[i]);
+    }
+  }
+
+  void rope(Tensor& x, int num_heads, int64_t head_stride, const Tensor& positions,
+            const RopeTable& rope) override {
+    check_host_f32(x, "rope");
+    STRATA_CHECK(positions.numel() == x.rows(), "rope: {} positions for {} rows",
+                 positions.numel(), x.rows());
+    cpu::rope(x.ptr<float>(), x.rows(), num_heads, x.row_stride(), head_stride,
+              positions.ptr<int32_t>(), rope.inv_freq.data(), rope.rotary_dim, rope.interleaved,
+              rope.cos_sin_scale);
+  }
+
+  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
+    check_host_f32(table, "embedding");
+    const int64_t width = table.dim(1), vocab = table.dim(0);
+    const int32_t* id = ids.ptr<int32_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      STRATA_CHECK(id[i] >= 0 && id[i] < vocab, "token id {} outside vocabulary {}", id[i],
+                   vocab);
+      std::memcpy(out.ptr<float>() + i * out.row_stride(), table.row(id[i]),
+                  sizeof(float) * width);
+    }
+  }
+
+  void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
+    check_host_f32(x, "gather_rows");
+    const int32_t* r = rows.ptr<int32_t>();
+    for (int64_t i = 0; i < rows.numel(); ++i)
+      std::memcpy(out.ptr<float>() + i * out.row_stride(),
+                  x.ptr<float>() + int64_t{r[i]} * x.row_stride(), sizeof(float) * x.cols());
+  }
+
+  void route(const RouterConfig& cfg, const Tensor& router_logits, const Tensor* bias,
+             Tensor& ids, Tensor& weights) override {
+    const Tensor logits = contiguous(router_logits);
+    cpu::route_tokens(cfg, logits.data(), logits.rows(),
+                      bias && !bias->empty() ? bias->data() : nullptr, ids.ptr<int32_t>(),
+                      weights.ptr<float>());
+  }
+
+  void experts(const ExpertWeights& w, const Tensor& x, const Tensor& ids, const Tensor& weights,
+               Tensor& out) override {
+    const Tensor xc = contiguous(x);
+    const int64_t t = xc.rows(), hidden = w.hidden, inter = w.intermediate;
+    const int64_t k = ids.cols(), in_rows = (w.gated ? 2 : 1) * inter;
+    // Group the (token, slot) pairs by expert so each expert runs one GEMM over its tokens.
+    std::vector<std::vector<int64_t>> assigned(w.num_experts);
+    for (int64_t i = 0; i < t * k; ++i) assigned[ids.ptr<int32_t>()[i]].push_back(i);
+    std::vector<float> in_rows_buf, h, act, out_rows;
+    for (int e = 0; e < w.num_experts; ++e) {
+      const auto& pairs = assigned[e];
+      if (pairs.empty()) continue;
+      const int64_t n = static_cast<int64_t>(pairs.size());
+      in_rows_buf.resize(n * hidden);
+      h.resize(n * in_rows);
+      act.resize(n * inter);
+      out_rows.resize(n * hidden);
+      for (int64_t j = 0; j < n; ++j)
+        std::memcpy(in_rows_buf.data() + j * hidden, xc.row(pairs[j] / k), sizeof(float) * hidden);
+      const float* b_in = w.b_in.empty() ? nullptr : w.b_in.data() + e * in_rows;
+      const float* b_down = w.b_down.empty() ? nullptr : w.b_down.data() + e * hidden;
+      cpu::linear(in_rows_buf.data(), n, hidden, w.w_in.data() + e * in_rows * hidden, in_rows,
+                  b_in, h.data());
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < inter; ++i) {
+          const float a = apply(w.activation, h[j * in_rows + i]);
+          act[j * inter + i] = w.gated ? a * h[j * in_rows + inter + i] : a;
+        }
+      cpu::linear(act.data(), n, inter, w.w_down.data() + e * hidden * inter, hidden, b_down,
+                  out_rows.data());
+      for (int64_t j = 0; j < n; ++j) {
+        float* o = out.ptr<float>() + (pairs[j] / k) * out.row_stride();
+        const float wgt = weights.ptr<float>()[pairs[j]];
+        for (int64_t d = 0; d < hidden; ++d) o[d] += wgt * out_rows[j * hidden + d];
+      }
+    }
+  }
+
+  void argmax(const Tensor& logits, Tensor& ids) override {
+    check_host_f32(logits, "argmax");
+    for (int64_t r = 0; r < logits.rows(); ++r) {
+      const float* row = logits.ptr<float>() + r * logits.row_stride();
+      ids.ptr<int32_t>()[r] = static_cast<int32_t>(std::max_element(row, row + logits.cols()) - row);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> make_cpu_ops() {
+  return std::make_unique<CpuOps>();
+}
+
+}  // namespace strata

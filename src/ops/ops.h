@@ -1,0 +1,143 @@
+#pragma once
+// Ops: the interface every model family is written against (DESIGN.md rule 6: a family is
+// written once, for every device). A model file calls these; a device differs only in their
+// implementation: `CpuOps` (f32, the reference every other device is tested against) and
+// `CudaOps` (bf16 weights and GEMM inputs, f32 residual stream and reductions, cuBLAS).
+//
+// Memory: tensors an op returns come from the current pass's workspace (Workspace below), so
+// a pass allocates nothing from the device allocator once warmed up and a decode step has the
+// same addresses every time it runs with the same shapes: what lets a graph runner outside
+// the model capture and replay it. The one rule for model code: nothing inside a forward
+// reads device data on the host.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace strata {
+
+// Activations of MLPs and experts, parsed once from config.json (parse_activation).
+enum class Activation { Silu, Gelu, GeluTanh, Relu2 };  // Gelu: the exact (erf) form
+// `name` as config.json spells it (hidden_act, mlp_hidden_act, ...); `field` names the key in
+// the error for anything else.
+Activation parse_activation(const std::string& name, const std::string& field = "hidden_act");
+
+// Rotary embedding of one layer: the frequency table (f32, on the ops' device) and how it is
+// applied. Built by RotaryEmbedding (layers/rope.h) from the config's rope settings.
+struct RopeTable {
+  Tensor inv_freq;  // [rotary_dim / 2]
+  int rotary_dim = 0;
+  bool interleaved = false;  // rotate pairs (2i, 2i+1) instead of halves
+  float cos_sin_scale = 1.0f;
+};
+
+// How a router picks experts (layers/moe.h has the families' settings).
+enum class RouterScoring { Softmax, Sigmoid };
+enum class GroupScore {
+  Max,        // highest expert score in the group (DeepSeek-V2 group_limited_greedy)
+  TopTwoSum,  // sum of the two highest (DeepSeek-V3 noaux_tc, NemotronH)
+};
+struct RouterConfig {
+  int num_experts = 0;
+  int top_k = 0;
+  RouterScoring scoring = RouterScoring::Softmax;
+  int num_groups = 1;   // 1: no group limit
+  int topk_groups = 1;  // groups kept per token
+  GroupScore group_score = GroupScore::Max;
+  bool correction_bias = false;  // add e_score_correction_bias to scores for the choice only
+  bool normalize_topk = false;   // renormalize the chosen weights to sum to 1
+  float routed_scaling_factor = 1.0f;
+
+  // Rejects inconsistent settings with a message naming the config fields.
+  void validate() const;
+};
+
+// The routed experts of one MoE layer, stacked: expert e's first projection (gate|up when
+// gated, up otherwise) is rows [e * in_rows, (e + 1) * in_rows) of `w_in`, its down
+// projection rows [e * hidden, (e + 1) * hidden) of `w_down`.
+struct ExpertWeights {
+  int num_experts = 0, hidden = 0, intermediate = 0;
+  bool gated = true;
+  Activation activation = Activation::Silu;
+  Tensor w_in;    // [E * (gated ? 2 : 1) * I, H]
+  Tensor w_down;  // [E * H, I]
+  Tensor b_in, b_down;  // optional biases, [E * in_rows] and [E * H]
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual Device device() const = 0;
+  // The dtype matrices are stored in (f32 on the CPU reference, bf16 on CUDA).
+  virtual DType weight_dtype() const = 0;
+  // The dtype of activations that feed a GEMM: outputs of norms, activations, attention.
+  virtual DType activation_dtype() const = 0;
+
+  // ---- memory
+  // A tensor from the current pass's workspace; its contents are undefined.
+  virtual Tensor empty(std::vector<int64_t> shape, DType dtype) = 0;
+  Tensor empty(std::vector<int64_t> shape) { return empty(std::move(shape), DType::F32); }
+  Tensor empty_activation(std::vector<int64_t> shape) {
+    return empty(std::move(shape), activation_dtype());
+  }
+  Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::F32);
+  // A persistent copy of a host tensor on this device, converted to `dtype` (weights, tables).
+  virtual Tensor upload(const Tensor& host, DType dtype) = 0;
+  // A host f32 copy; waits for the device. Never inside a forward (see above).
+  virtual Tensor to_host(const Tensor& t) = 0;
+  // dst = src elementwise (same rows x cols; strides and dtypes may differ).
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  virtual void fill(Tensor& t, float value) = 0;
+  // t[i] = dummy_value(stream, i, stddev) (core/dummy_random.h): --load-format dummy, made
+  // where the tensor lives, the same values on every device.
+  virtual void fill_dummy(Tensor& t, uint64_t stream, float stddev) = 0;
+
+  // ---- math. Every op takes rows x cols views (Tensor::slice_cols gives strided ones).
+  // y = x W^T (+ bias), or y += x W^T (+ bias) with `accumulate` (o_proj and down_proj add
+  // into the residual stream). x [rows, in], W [out, in], y [rows, out] f32.
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                      bool accumulate) = 0;
+  Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr);
+  // For each of `heads` heads: y_h = x_h W_h^T, x_h = columns [h * K, (h + 1) * K) of x,
+  // W_h = rows [h * N, (h + 1) * N) of w [heads * N, K], y_h likewise [rows, N] of y.
+  // (MLA's absorbed per-head projections.)
+  virtual void head_linear(const Tensor& x, const Tensor& w, int heads, Tensor& y) = 0;
+  // out = x / rms(x) * (w + weight_offset) over each group of w.numel() columns of every row
+  // (one group: a whole-row norm; head_dim groups: per-head q/k norms). out may be x.
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
+                        Tensor& out) = 0;
+  Tensor rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset = 0.0f);
+  virtual void add(Tensor& x, const Tensor& y) = 0;  // x += y
+  virtual void scale(Tensor& x, float s) = 0;        // x *= s
+  // gate_up = [gate | up] [rows, 2I] -> out [rows, I] = act(gate) * up.
+  virtual void gated_activation(const Tensor& gate_up, Activation act, Tensor& out) = 0;
+  // out = act(x) elementwise.
+  virtual void activation(const Tensor& x, Activation act, Tensor& out) = 0;
+  // Rotates `num_heads` heads of x [T, *] in place; head h of a row starts at column
+  // h * head_stride; positions [T] int32.
+  virtual void rope(Tensor& x, int num_heads, int64_t head_stride, const Tensor& positions,
+                    const RopeTable& rope) = 0;
+  // out[t] = table[ids[t]]; ids [T] int32, out [T, width] f32.
+  virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
+  // out[r] = x[rows[r]]; rows int32.
+  virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
+
+  // ---- mixture of experts
+  // router_logits [T, E] -> ids [T, top_k] int32, weights [T, top_k] f32 (layers/moe.h).
+  virtual void route(const RouterConfig& cfg, const Tensor& router_logits, const Tensor* bias,
+                     Tensor& ids, Tensor& weights) = 0;
+  // out [T, H] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]): tokens grouped by expert.
+  virtual void experts(const ExpertWeights& w, const Tensor& x, const Tensor& ids,
+                       const Tensor& weights, Tensor& out) = 0;
+
+  // ---- sampling
+  // ids[r] = argmax logits[r] (the first maximum), int32.
+  virtual void argmax(const Tensor& logits, Tensor& ids) = 0;
+};
+
+// The reference implementation (kernels/cpu).
+std::unique_ptr<Ops> make_cpu_ops();
+
+}  // namespace strata
