@@ -96,7 +96,9 @@ std::string build_error(const std::string& fixture, Edit edit) {
   try {
     const ModelConfig config = ModelConfig::from_json(cfg, "config.json");
     NoReadsWeights weights;
-    build_model(config, weights, StagePlan::whole(config));
+    const auto ops = make_cpu_ops();
+    ParamLoader loader(weights, *ops, false, 0);
+    build_model(config, loader, StagePlan::whole(config));
   } catch (const Error& e) {
     return e.what();
   }

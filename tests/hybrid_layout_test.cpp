@@ -98,7 +98,9 @@ std::string make_model(const std::string& name, const json& config, uint32_t see
   std::ofstream(dir / "config.json") << config.dump(2);
   const ModelConfig c = ModelConfig::load(dir.string());
   RecordingWeights rec;
-  build_model(c, rec, StagePlan::whole(c));
+  const auto ops = make_cpu_ops();
+  ParamLoader loader(rec, *ops, false, 0);
+  build_model(c, loader, StagePlan::whole(c));
   std::mt19937 rng(seed);
   std::map<std::string, Tensor> tensors;
   for (const auto& [tensor, shape] : rec.shapes)

@@ -121,7 +121,7 @@ int run(const BenchFlags& f) {
   j["decode_median_latency_ms"] = median * 1e3;
   j["decode_throughput_tok_s"] = step_s.empty() ? 0.0 : f.batch_size * step_s.size() / decode_total;
   j["decode_steps"] = step_s.size();
-  if (auto* executor = runner.executor()) j["executor"] = executor->describe();
+  j["runner"] = runner.describe();
   if (f.json) {
     std::cout << j.dump() << "\n";
   } else {

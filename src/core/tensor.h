@@ -69,6 +69,8 @@ class Tensor {
   // Same storage, new shape with the same element count (contiguous tensors; a strided one
   // may change only its leading dimensions).
   Tensor reshaped(std::vector<int64_t> shape) const;
+  // What keeps the storage alive (for views of part of it).
+  const std::shared_ptr<void>& owner() const { return owner_; }
   // A contiguous host copy (host tensors only).
   Tensor clone() const;
 

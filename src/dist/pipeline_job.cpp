@@ -80,7 +80,7 @@ void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
 #ifdef STRATA_WITH_NCCL
     if (device_transport) {
       static_cast<NcclTransport&>(*device_transport)
-          .set_stream(static_cast<cudaStream_t>(runner->executor()->stream()));
+          .set_stream(static_cast<cudaStream_t>(runner->device().stream()));
       transport = device_transport.get();
     }
 #endif

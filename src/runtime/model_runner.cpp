@@ -18,15 +18,6 @@ namespace {
 
 constexpr int64_t kDefaultMaxTotalTokens = 1 << 18;
 
-std::vector<int32_t> argmax_rows(const Tensor& logits) {
-  std::vector<int32_t> ids(logits.dim(0));
-  const int64_t vocab = logits.dim(1);
-  for (int64_t r = 0; r < logits.dim(0); ++r)
-    ids[r] = static_cast<int32_t>(std::max_element(logits.row(r), logits.row(r) + vocab) -
-                                  logits.row(r));
-  return ids;
-}
-
 }  // namespace
 
 void RunnerOptions::validate(const ModelConfig& config) const {
@@ -125,41 +116,34 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
                           ? options.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   cpu::set_num_threads(threads);
-
   max_context_len_ = options.resolved_max_context_len(config);
-  const StagePlan& stage = stage_;
-  const int64_t natural_slots = std::min<int64_t>(
-      int64_t{options.max_running_requests} * max_context_len_, kDefaultMaxTotalTokens);
+
 #ifdef STRATA_WITH_CUDA
-  if (options.device == "cuda") {
-    // The device executor owns weights, KV pool and backend; the host keeps the token memory.
-    executor_ = make_cuda_executor(config, options);
-    const int64_t slots = executor_->plan_kv_slots(options.max_total_tokens, natural_slots);
-    memory_ = std::make_unique<TokenMemory>(options.max_running_requests, max_context_len_, slots,
-                                            options.page_size);
-    executor_->attach(*memory_);
-    return;
-  }
+  if (options.device == "cuda") device_ = make_cuda_stage_device(options);
 #endif
-  ops_ = make_cpu_ops();
+  if (!device_) device_ = make_cpu_stage_device();
+  device_->set_wait_timeout(options.device_wait_timeout_s);
+
+  // One loader puts the stage's own parameters on its device, in the device's dtypes.
   weights_ = open_weights(config.model_dir, options.load_format, options.seed);
-  ParamLoader loader(*weights_, *ops_, options.load_format == LoadFormat::Dummy, options.seed);
-  model_ = build_model(config, loader, stage);
-  if (stage.is_first && stage.is_last) {
+  ParamLoader loader(*weights_, device_->ops(), options.load_format == LoadFormat::Dummy,
+                     options.seed);
+  model_ = build_model(config, loader, stage_);
+  weight_bytes_ = loader.bytes();
+  if (stage_.is_first && stage_.is_last) {
     const auto unused = weights_->unused();
     if (!unused.empty())
       std::fprintf(stderr, "warning: %zu checkpoint tensors were not used (first: %s)\n",
                    unused.size(), unused.front().c_str());
   }
 
-  const int64_t slots = options.max_total_tokens > 0 ? options.max_total_tokens : natural_slots;
+  const auto layouts = model_->kv_layouts();
+  const int64_t natural_slots = std::min<int64_t>(
+      int64_t{options.max_running_requests} * max_context_len_, kDefaultMaxTotalTokens);
+  const int64_t slots = device_->plan_kv_slots(layouts, options.max_total_tokens, natural_slots);
   memory_ = std::make_unique<TokenMemory>(options.max_running_requests, max_context_len_, slots,
                                           options.page_size);
-  const auto layouts = model_->kv_layouts();
-  if (!layouts.empty()) {
-    kv_pool_ = std::make_unique<KVPool>(layouts, memory_->allocator().num_slots());
-    attention_ = make_cpu_attention_backend(kv_pool_.get(), &memory_->req_to_token());
-  }
+  device_->attach(layouts, *memory_);
   const auto states = model_->state_layouts();
   if (!states.empty()) {
     state_pool_ = std::make_unique<StatePool>(states, options.mamba_state_slots(),
@@ -170,70 +154,113 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
 
 ModelRunner::~ModelRunner() = default;
 
+std::string ModelRunner::describe() const {
+  return fmt::format("{}: layers [{}, {}) of {}, {:.2f} GiB of weights, {} KV slots",
+                     device_->describe(), stage_.start_layer, stage_.end_layer, config_.num_layers,
+                     weight_bytes_ / double(1 << 30), memory_->allocator().num_slots());
+}
+
+PassOutput ModelRunner::run_pass(const ForwardBatch& batch, bool greedy) {
+  device_->stage(batch);
+  const Tensor hidden_in =
+      stage_.is_first ? Tensor{}
+                      : device_->persistent("stage_in", {batch.num_tokens(), config_.hidden_size},
+                                            DType::F32);
+  return device_->run(batch, greedy ? 1 : 0, [&](ForwardContext& ctx) {
+    ctx.recurrent_state = state_pool_.get();
+    Ops& ops = *ctx.ops;
+    Tensor out = model_->forward(batch, ctx, hidden_in);
+    PassOutput result;
+    if (!stage_.is_last) {
+      Tensor dst = device_->persistent("stage_out", {out.rows(), out.cols()}, DType::F32);
+      ops.copy(out, dst);
+    } else if (greedy) {
+      result.ids = ops.empty({out.rows()}, DType::I32);
+      ops.argmax(out, result.ids);
+    } else {
+      result.logits = out;
+    }
+    return result;
+  });
+}
+
 Tensor ModelRunner::forward(const ForwardBatch& batch, const Tensor& hidden_in) {
-  if (executor_) return executor_->forward(batch);
-  if (attention_) attention_->prepare(batch);
-  ForwardContext ctx;
-  ctx.ops = ops_.get();
-  // Host views of the batch's arrays: the CPU ops read them where they are.
-  auto ints = [](const std::vector<int32_t>& v) {
-    return Tensor::view(const_cast<int32_t*>(v.data()), {static_cast<int64_t>(v.size())},
-                        DType::I32, Device::host());
-  };
-  ctx.input_ids = ints(batch.input_ids);
-  ctx.positions = ints(batch.positions);
-  std::vector<int32_t> last_rows(batch.batch_size());
-  const std::vector<int> offsets = batch.token_offsets();
-  for (int b = 0; b < batch.batch_size(); ++b) last_rows[b] = offsets[b + 1] - 1;
-  ctx.last_token_rows = ints(last_rows);
-  ctx.attention = attention_.get();
-  ctx.recurrent_state = state_pool_.get();
-  return model_->forward(batch, ctx, hidden_in);
+  if (!stage_.is_first) {
+    STRATA_CHECK(hidden_in.rows() == batch.num_tokens(), "stage input {} for {} tokens",
+                 hidden_in.describe(), batch.num_tokens());
+    Tensor in = device_->persistent("stage_in", {hidden_in.rows(), hidden_in.cols()}, DType::F32);
+    device_->ops().copy(hidden_in, in);
+  }
+  PassOutput out = run_pass(batch, false);
+  if (stage_.is_last) return device_->to_host(out.logits);
+  stage_tokens_ = batch.num_tokens();
+  const TensorRef hidden = stage_output();
+  return device_->to_host(Tensor::view(hidden.data, hidden.shape, DType::F32,
+                                       device_->ops().device()));
 }
 
 std::vector<int32_t> ModelRunner::forward_greedy(const ForwardBatch& batch) {
-  if (executor_) return executor_->forward_greedy(batch);
-  return argmax_rows(forward(batch));
+  return device_->ids_to_host(run_pass(batch, true).ids);
 }
 
 TensorRef ModelRunner::stage_input(int num_tokens) {
-  if (executor_) return executor_->stage_input(num_tokens);
   STRATA_CHECK(!stage_.is_first, "the first stage embeds its tokens: it takes no input");
-  const std::vector<int64_t> shape = {num_tokens, config_.hidden_size};
-  if (stage_in_.shape() != shape) stage_in_ = Tensor(shape);
-  return TensorRef::host(stage_in_);
+  Tensor t = device_->persistent("stage_in", {num_tokens, config_.hidden_size}, DType::F32);
+  return {t.ptr<float>(), t.shape(), device_->memory_kind()};
 }
 
 ModelRunner::StageResult ModelRunner::forward_stage(const ForwardBatch& batch, bool greedy) {
   StageResult result;
-  if (executor_) {
-    if (!stage_.is_last)
-      executor_->forward_hidden(batch);
-    else if (greedy)
-      result.ids = executor_->forward_greedy(batch);
-    else
-      result.logits = executor_->forward(batch);
-    return result;
-  }
-  Tensor out = forward(batch, stage_.is_first ? Tensor{} : stage_in_);
-  if (!stage_.is_last) {
-    stage_out_ = std::move(out);
-  } else if (greedy) {
-    result.ids = argmax_rows(out);
-  } else {
-    result.logits = std::move(out);
-  }
+  PassOutput out = run_pass(batch, greedy && stage_.is_last);
+  stage_tokens_ = batch.num_tokens();
+  if (!stage_.is_last) return result;  // queued; the hidden state is in stage_output()
+  if (greedy)
+    result.ids = device_->ids_to_host(out.ids);
+  else
+    result.logits = device_->to_host(out.logits);
   return result;
 }
 
 TensorRef ModelRunner::stage_output() {
-  if (executor_) return executor_->stage_output();
-  STRATA_CHECK(!stage_.is_last && !stage_out_.empty(), "no hidden state to hand on");
-  return TensorRef::host(stage_out_);
+  STRATA_CHECK(!stage_.is_last && stage_tokens_ > 0, "no hidden state to hand on");
+  Tensor t = device_->persistent("stage_out", {stage_tokens_, config_.hidden_size}, DType::F32);
+  return {t.ptr<float>(), t.shape(), device_->memory_kind()};
 }
 
 void ModelRunner::reserve(int max_tokens, int max_batch) {
-  if (executor_) executor_->reserve(max_tokens, max_batch);
+  if (!stage_.is_first)
+    device_->persistent("stage_in", {max_tokens, config_.hidden_size}, DType::F32);
+  if (!stage_.is_last)
+    device_->persistent("stage_out", {max_tokens, config_.hidden_size}, DType::F32);
+  if (device_->memory_kind() == Memory::Host) return;  // host passes allocate as they go
+  // Device workspaces settle at the high-water mark of the passes they serve: run the largest
+  // extend and the largest decode once, on dummy tokens written to slot 0 (the dummy slot).
+  const int tokens = std::max(1, std::min(max_tokens, max_context_len_));
+  ForwardBatch extend;
+  extend.req_pool_indices = {0};
+  extend.prefix_lens = {0};
+  extend.extend_lens = {tokens};
+  extend.state_slots = {0};
+  extend.input_ids.assign(tokens, 0);
+  extend.out_cache_loc.assign(tokens, 0);
+  for (int i = 0; i < tokens; ++i) extend.positions.push_back(i);
+  ForwardBatch decode;
+  decode.mode = ForwardMode::Decode;
+  const int batch = std::max(1, std::min(max_batch, options_.max_running_requests));
+  decode.req_pool_indices.assign(batch, 0);
+  decode.prefix_lens.assign(batch, 0);
+  decode.extend_lens.assign(batch, 1);
+  decode.state_slots.assign(batch, 0);
+  decode.input_ids.assign(batch, 0);
+  decode.out_cache_loc.assign(batch, 0);
+  decode.positions.assign(batch, 0);
+  for (const ForwardBatch* b : {&extend, &decode})
+    for (bool greedy : {false, true}) {
+      if (greedy && !stage_.is_last) continue;
+      PassOutput out = run_pass(*b, greedy);
+      if (stage_.is_last && greedy) device_->ids_to_host(out.ids);  // waits for the pass
+    }
+  device_->finish_reserve();
 }
 
 #ifndef STRATA_WITH_CUDA

@@ -1,7 +1,9 @@
 #pragma once
 // ModelRunner: one process's model stage with its memory: the model's weights, the token
 // memory (request -> slots, paged allocator), a KV pool for exactly the attention layers the
-// stage owns (none when it owns none), and the attention backend.
+// stage owns (none when it owns none), and the attention backend. One path for every device:
+// the model (one definition per family) runs through the device's ops; the StageDevice
+// (runtime/stage_device.h) brings the pools, backends, pass inputs and graph replay.
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,8 +15,7 @@
 #include "cache/state_pool.h"
 #include "model/causal_lm.h"
 #include "model/weights.h"
-#include "ops/ops.h"
-#include "runtime/device_executor.h"
+#include "runtime/stage_device.h"
 
 namespace strata {
 
@@ -68,11 +69,12 @@ class ModelRunner {
   ModelRunner(const ModelConfig& config, const RunnerOptions& options);
   ~ModelRunner();
 
-  // One forward pass. hidden_in: the previous stage's output (non-first stages only; host
-  // models).
+  // One forward pass: on the last stage logits on the host, one row per request (its last
+  // token) or per token with return_all_logits; on another stage the hidden state it hands on.
+  // hidden_in: the previous stage's output (stages after the first).
   Tensor forward(const ForwardBatch& batch, const Tensor& hidden_in = {});
   // One forward pass of the last stage, returning the argmax of each logits row (greedy
-  // sampling; on a GPU it runs there and no logits are copied back).
+  // sampling, on the device; no logits are copied back).
   std::vector<int32_t> forward_greedy(const ForwardBatch& batch);
 
   // Pipeline stages (runtime/pipeline_generator.cpp), on any device. A stage after the first
@@ -87,38 +89,42 @@ class ModelRunner {
   TensorRef stage_input(int num_tokens);
   StageResult forward_stage(const ForwardBatch& batch, bool greedy);
   TensorRef stage_output();
-  Memory memory_kind() const { return executor_ ? Memory::Device : Memory::Host; }
-  // Sizes the buffers of passes of up to `max_tokens` tokens and `max_batch` requests now.
+  Memory memory_kind() const { return device_->memory_kind(); }
+  // Sizes the buffers of passes of up to `max_tokens` tokens and `max_batch` requests now
+  // (pipeline stages: nothing may be freed once transfers are in flight).
   void reserve(int max_tokens, int max_batch);
   const StagePlan& stage() const { return stage_; }
 
   const ModelConfig& config() const { return config_; }
   const RunnerOptions& options() const { return options_; }
-  CausalLM& model() { return *model_; }  // host models only (device: see executor())
-  DeviceExecutor* executor() { return executor_.get(); }  // null on --device cpu
+  CausalLM& model() { return *model_; }
+  StageDevice& device() { return *device_; }
+  std::string describe() const;
   TokenMemory& memory() { return *memory_; }
-  KVPool* kv_pool() { return kv_pool_.get(); }  // null when the stage has no attention layer
+  // The host KV pool; null on a GPU or when the stage has no attention layer.
+  KVPool* kv_pool() { return device_->host_kv_pool(); }
   StatePool* state_pool() { return state_pool_.get(); }  // null when it has no recurrent layer
   // --mamba-radix-cache-strategy after resolving auto for the device.
   const std::string& mamba_radix_cache_strategy() const { return mamba_strategy_; }
-  AttentionBackend* attention() { return attention_.get(); }
+  AttentionBackend* attention() { return device_->attention(); }
   int max_context_len() const { return max_context_len_; }
 
  private:
+  // Queues one pass; greedy: ids instead of logits. Nothing is copied back here.
+  PassOutput run_pass(const ForwardBatch& batch, bool greedy);
+
   ModelConfig config_;
   RunnerOptions options_;
   StagePlan stage_;
   int max_context_len_ = 0;
-  Tensor stage_in_, stage_out_;  // host stages' hand-over buffers
-  std::unique_ptr<Ops> ops_;
+  int stage_tokens_ = 0;  // rows of the last pass's stage_output()
+  std::unique_ptr<StageDevice> device_;
   std::unique_ptr<WeightSource> weights_;
+  size_t weight_bytes_ = 0;
   std::unique_ptr<CausalLM> model_;
   std::unique_ptr<TokenMemory> memory_;
-  std::unique_ptr<KVPool> kv_pool_;
   std::unique_ptr<StatePool> state_pool_;
   std::string mamba_strategy_;
-  std::unique_ptr<AttentionBackend> attention_;
-  std::unique_ptr<DeviceExecutor> executor_;
 };
 
 }  // namespace strata

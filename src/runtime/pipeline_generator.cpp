@@ -28,7 +28,7 @@ void maybe_inject_fault(int stage, ModelRunner& runner) {
   if (kind == "exit") std::_Exit(3);
   if (kind == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
-  if (runner.executor()) runner.executor()->inject_fault(kind);
+  if (runner.memory_kind() == Memory::Device) runner.device().inject_fault(kind);
 }
 
 // The largest pass of any micro-batch: every member's first prompt piece (later pieces and

@@ -340,6 +340,11 @@ void Scheduler::retract_until_decode_fits() {
   }
 }
 
+bool Scheduler::picks_on_device(const Req& r) {
+  const ServeRequest& q = r.request;
+  return q.sampling.temperature == 0.0f && q.top_logprobs < 0 && !q.return_logits;
+}
+
 void Scheduler::sample(Req& r, const float* logits) {
   const ServeRequest& q = r.request;
   const int vocab = runner_.config().vocab_size;
@@ -347,6 +352,11 @@ void Scheduler::sample(Req& r, const float* logits) {
   if (q.top_logprobs >= 0)
     r.out.logprobs.push_back(token_logprob(logits, vocab, token, q.top_logprobs));
   if (q.return_logits) r.out.logits.emplace_back(logits, logits + vocab);
+  accept(r, token);
+}
+
+void Scheduler::accept(Req& r, int token) {
+  const ServeRequest& q = r.request;
   r.tokens.push_back(token);
   r.out.token_ids.push_back(token);
   ++totals_.generated_tokens;
@@ -452,7 +462,16 @@ std::vector<RequestOutput> Scheduler::step() {
     return outputs;
   }
 
-  const Tensor logits = runner_.forward(batch);
+  // Greedy requests that need no logits take their tokens from the device (argmax there, one
+  // id per row back); otherwise the logits come to the host and each request samples its own.
+  const bool on_device = std::all_of(members.begin(), members.end(),
+                                     [](const Req* r) { return picks_on_device(*r); });
+  Tensor logits;
+  std::vector<int32_t> ids;
+  if (on_device)
+    ids = runner_.forward_greedy(batch);
+  else
+    logits = runner_.forward(batch);
   ++totals_.forward_passes;
   for (size_t b = 0; b < members.size(); ++b) {
     Req& r = *members[b];
@@ -460,7 +479,10 @@ std::vector<RequestOutput> Scheduler::step() {
     if (caches_states() && prefill_pass && at_checkpoint(r)) checkpoint(r);
     if (r.prefilling()) continue;
     if (r.cached == r.prefill_end) share_prompt(r);
-    sample(r, logits.row(static_cast<int64_t>(b)));
+    if (on_device)
+      accept(r, ids[b]);
+    else
+      sample(r, logits.row(static_cast<int64_t>(b)));
     if (caches_states() && !prefill_pass && !r.finished && page_size_ > 1 &&
         r.cached % page_size_ == 0)
       track_decode(r);

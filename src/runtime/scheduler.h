@@ -110,7 +110,12 @@ class Scheduler {
   bool reserve_pages(int64_t pages);
   int try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Req*>& members);
   void retract_until_decode_fits();
+  // Chooses r's next token from its logits row (sampling, logprobs), then accept()s it.
   void sample(Req& r, const float* logits);
+  // Appends a chosen token to r and finishes r at a stop token, stop string or length.
+  void accept(Req& r, int token);
+  // True when r's next token is the argmax and r wants no logits: the device picks it.
+  static bool picks_on_device(const Req& r);
   bool matches_stop_string(Req& r, int token);
   void share_prompt(Req& r);
   void relock(Req& r, int len);

@@ -21,6 +21,8 @@ namespace strata::cuda {
 bool device_present(std::string* why);
 // Multiprocessors of the current device (cached after the first call).
 int sm_count();
+// The device this thread drives (cudaGetDevice).
+int current_device();
 // GPUs this process can see (0 when there is no driver or device).
 int device_count();
 

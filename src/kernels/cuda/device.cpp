@@ -43,6 +43,12 @@ bool device_present(std::string* why) {
   return true;
 }
 
+int current_device() {
+  int device = 0;
+  STRATA_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
 int sm_count() {
   static const int count = [] {
     int device = 0, n = 0;

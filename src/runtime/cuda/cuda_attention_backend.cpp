@@ -6,9 +6,13 @@
 
 namespace strata {
 
-CudaAttentionBackend::CudaAttentionBackend(DeviceKVPool* pool, int max_requests,
-                                           int max_context_len, cudaStream_t stream)
-    : pool_(pool), stream_(stream), max_requests_(max_requests), max_context_len_(max_context_len) {
+CudaAttentionBackend::CudaAttentionBackend(DeviceKVPool* pool, const ReqToTokenPool* host_table,
+                                           cudaStream_t stream)
+    : pool_(pool),
+      host_table_(host_table),
+      stream_(stream),
+      max_requests_(host_table->max_requests()),
+      max_context_len_(host_table->max_context_len()) {
   const size_t table_bytes = static_cast<size_t>(max_requests) * max_context_len * sizeof(int32_t);
   req_to_token_.ensure(table_bytes);
   STRATA_CUDA_CHECK(cudaMemset(req_to_token_.data(), 0, table_bytes));
@@ -19,6 +23,17 @@ CudaAttentionBackend::CudaAttentionBackend(DeviceKVPool* pool, int max_requests,
 CudaAttentionBackend::~CudaAttentionBackend() {
   if (staging_) cudaFreeHost(staging_);
   if (queued_) cudaEventDestroy(queued_);
+}
+
+void CudaAttentionBackend::reset_table() {
+  STRATA_CUDA_CHECK(cudaMemsetAsync(req_to_token_.data(), 0,
+                                    static_cast<size_t>(max_requests_) * max_context_len_ *
+                                        sizeof(int32_t),
+                                    stream_));
+}
+
+Tensor CudaAttentionBackend::ints(int64_t offset, int64_t n) const {
+  return Tensor::view(meta_.as<int32_t>() + offset, {n}, DType::I32, Device::cuda(cuda::current_device()));
 }
 
 void CudaAttentionBackend::ensure_staging(size_t count) {
@@ -95,7 +110,23 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   off_prefix_ = off_req_ + b;
   off_offsets_ = off_prefix_ + b;
   off_last_ = off_offsets_ + b + 1;
-  const size_t count = static_cast<size_t>(off_last_ + b);
+  // Extend passes also bring the cached prefix of each request's row to the device mirror:
+  // the scheduler shares prefix-cache hits into the host table, which the mirror never saw.
+  // (Decode passes extend rows the mirror already holds, and are graph-captured with a fixed
+  // metadata layout.)
+  off_zero_ = off_last_ + b;
+  off_shared_offsets_ = off_zero_ + b;
+  off_shared_ = off_shared_offsets_ + b + 1;
+  int64_t shared_total = 0;
+  max_shared_ = 0;
+  if (batch.mode == ForwardMode::Extend)
+    for (int i = 0; i < b; ++i) {
+      shared_total += batch.prefix_lens[i];
+      max_shared_ = std::max(max_shared_, batch.prefix_lens[i]);
+    }
+  const size_t count = static_cast<size_t>(batch.mode == ForwardMode::Extend
+                                               ? off_shared_ + shared_total
+                                               : off_last_ + b);
   // The previous pass may still read the staging buffer through its copy: wait for it, for
   // a bounded time (in a pipeline stage that pass may wait on a transfer from another process).
   if (!marked_) STRATA_CUDA_CHECK(cudaEventRecord(queued_, stream_));
@@ -114,6 +145,17 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   std::copy(batch.prefix_lens.begin(), batch.prefix_lens.end(), staging_ + off_prefix_);
   for (int i = 0; i <= b; ++i) staging_[off_offsets_ + i] = offsets[i];
   for (int i = 0; i < b; ++i) staging_[off_last_ + i] = offsets[i + 1] - 1;
+  if (batch.mode == ForwardMode::Extend) {
+    int32_t* shared = staging_ + off_shared_;
+    staging_[off_shared_offsets_] = 0;
+    for (int i = 0; i < b; ++i) {
+      staging_[off_zero_ + i] = 0;
+      const int len = batch.prefix_lens[i];
+      std::copy_n(host_table_->row(batch.req_pool_indices[i]), len, shared);
+      shared += len;
+      staging_[off_shared_offsets_ + i + 1] = staging_[off_shared_offsets_ + i] + len;
+    }
+  }
   meta_.ensure(count * sizeof(int32_t));
   staged_count_ = count;
   prepared_ = true;
@@ -124,21 +166,29 @@ void CudaAttentionBackend::upload() {
   STRATA_CUDA_CHECK(cudaMemcpyAsync(meta_.data(), staging_, staged_count_ * sizeof(int32_t),
                                     cudaMemcpyHostToDevice, stream_));
   const int32_t* m = meta_.as<int32_t>();
+  if (mode_ == ForwardMode::Extend && max_shared_ > 0)
+    cuda::scatter_req_to_token(m + off_req_, m + off_zero_, m + off_shared_offsets_,
+                               m + off_shared_, batch_size_, max_shared_,
+                               req_to_token_.as<int32_t>(), max_context_len_, stream_);
   cuda::scatter_req_to_token(m + off_req_, m + off_prefix_, m + off_offsets_, m + off_loc_,
                              batch_size_, max_extend_, req_to_token_.as<int32_t>(),
                              max_context_len_, stream_);
 }
 
-void CudaAttentionBackend::forward(const AttentionCall& call, const float* q, const float* k,
-                                   const float* v, float* out) {
-  const KVLayerLayout& l = pool_->layout(call.layer_id);
-  run(call, q, k, v, static_cast<int64_t>(call.num_q_heads) * l.k_head_dim, l.k_width(),
-      l.v_width(), out);
-}
-
-void CudaAttentionBackend::forward_rows(const AttentionCall& call, const float* q, const float* k,
-                                        const float* v, int64_t row_stride, cuda::bf16* out) {
-  run(call, q, k, v, row_stride, row_stride, row_stride, out);
+void CudaAttentionBackend::forward(const AttentionCall& call, const Tensor& q, const Tensor& k,
+                                   const Tensor& v, Tensor& out) {
+  STRATA_CHECK(!q.on_host() && q.dtype() == DType::F32 && k.dtype() == DType::F32 &&
+                   (v.empty() || v.dtype() == DType::F32) && out.contiguous(),
+               "cuda attention takes f32 device q/k/v and a contiguous output: q {}, k {}, out {}",
+               q.describe(), k.describe(), out.describe());
+  const float* vp = v.empty() ? nullptr : v.ptr<float>();
+  const int64_t v_stride = v.empty() ? 0 : v.row_stride();
+  if (out.dtype() == DType::BF16)
+    run(call, q.ptr<float>(), k.ptr<float>(), vp, q.row_stride(), k.row_stride(), v_stride,
+        out.ptr<cuda::bf16>());
+  else
+    run(call, q.ptr<float>(), k.ptr<float>(), vp, q.row_stride(), k.row_stride(), v_stride,
+        out.ptr<float>());
 }
 
 template <typename OutT>

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attention/backend.h"
+#include "cache/req_to_token_pool.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/device_buffer.h"
 #include "runtime/cuda/device_kv_pool.h"
@@ -14,8 +15,10 @@ namespace strata {
 
 class CudaAttentionBackend : public AttentionBackend {
  public:
-  CudaAttentionBackend(DeviceKVPool* pool, int max_requests, int max_context_len,
-                       cudaStream_t stream);
+  // `host_table`: the host request -> slot table the scheduler writes; prefixes it shares
+  // into a request's row (prefix-cache hits) are copied to the device mirror at the request's
+  // next extend.
+  CudaAttentionBackend(DeviceKVPool* pool, const ReqToTokenPool* host_table, cudaStream_t stream);
   ~CudaAttentionBackend() override;
   std::string name() const override { return "cuda"; }
   void prepare(const ForwardBatch& batch) override;  // stage() then upload()
@@ -29,19 +32,19 @@ class CudaAttentionBackend : public AttentionBackend {
   int decode_splits(int num_kv_heads) const;
   // Every device/pinned buffer a captured pass refers to; a graph is valid while this holds.
   std::vector<const void*> buffer_signature() const;
-  // q [T, Hq * Dk], k [T, k_width], v [T, v_width], out [T, Hq * Dv]: device memory, f32.
-  void forward(const AttentionCall& call, const float* q, const float* k, const float* v,
-               float* out) override;
-  // What the model executor calls: q, k, v are column ranges of one [T, row_stride] buffer,
-  // and the output is bf16, ready for the output projection.
-  void forward_rows(const AttentionCall& call, const float* q, const float* k, const float* v,
-                    int64_t row_stride, cuda::bf16* out);
+  // q [T, Hq * Dk], k [T, k_width], v [T, v_width]: f32 device tensors, row-strided views of
+  // one fused projection allowed; out [T, Hq * Dv] bf16 (what the output projection reads)
+  // or f32.
+  void forward(const AttentionCall& call, const Tensor& q, const Tensor& k, const Tensor& v,
+               Tensor& out) override;
 
-  // Device copies of the prepared batch.
-  const int32_t* input_ids() const { return meta_.as<int32_t>() + off_ids_; }
-  const int32_t* positions() const { return meta_.as<int32_t>() + off_pos_; }
+  // Device copies of the prepared batch (int32), valid until the next stage().
+  Tensor input_ids() const { return ints(off_ids_, num_tokens_); }
+  Tensor positions() const { return ints(off_pos_, num_tokens_); }
   // Each request's last new token (the rows that get logits).
-  const int32_t* last_token_rows() const { return meta_.as<int32_t>() + off_last_; }
+  Tensor last_token_rows() const { return ints(off_last_, batch_size_); }
+  // Clears the device request table (after reserve passes that wrote dummy rows).
+  void reset_table();
 
   // Decode partial-output shape of the last decode call: [batch, q heads, splits, Lv].
   const std::vector<int64_t>& decode_partial_shape() const { return partial_shape_; }
@@ -63,8 +66,10 @@ class CudaAttentionBackend : public AttentionBackend {
   template <typename OutT>
   void run(const AttentionCall& call, const float* q, const float* k, const float* v,
            int64_t q_stride, int64_t k_stride, int64_t v_stride, OutT* out);
+  Tensor ints(int64_t offset, int64_t n) const;
 
   DeviceKVPool* pool_;
+  const ReqToTokenPool* host_table_;
   cudaStream_t stream_;
   int max_requests_, max_context_len_;
   cuda::DeviceBuffer req_to_token_;  // [max_requests, max_context_len] int32
@@ -72,7 +77,8 @@ class CudaAttentionBackend : public AttentionBackend {
   int32_t* staging_ = nullptr;       // pinned host copy of meta_
   size_t staging_capacity_ = 0, staged_count_ = 0;
   int64_t off_ids_ = 0, off_pos_ = 0, off_loc_ = 0, off_req_ = 0, off_prefix_ = 0, off_offsets_ = 0,
-          off_last_ = 0;
+          off_last_ = 0, off_zero_ = 0, off_shared_offsets_ = 0, off_shared_ = 0;
+  int max_shared_ = 0;  // longest prefix copied from the host table in this pass
   ForwardMode mode_ = ForwardMode::Extend;
   int batch_size_ = 0, num_tokens_ = 0, max_extend_ = 0, max_seq_len_ = 0;
   bool prepared_ = false;

@@ -21,6 +21,10 @@ namespace {
 
 struct Shape {
   int hq, hkv, head_dim, window, page_size;
+  // MLA's latent cache: the value is the first `latent_v` columns of the key row (0: a
+  // separate value of head_dim).
+  int latent_v = 0;
+  int v_dim() const { return latent_v > 0 ? latent_v : head_dim; }
 };
 
 std::vector<float> random_bf16_exact(size_t n, std::mt19937& rng, float scale) {
@@ -45,12 +49,12 @@ class BackendPair {
  public:
   BackendPair(const Shape& s, int max_requests, int max_context)
       : s_(s),
-        layout_{s.hkv, s.head_dim, s.head_dim, false},
+        layout_{s.hkv, s.head_dim, s.v_dim(), s.latent_v > 0},
         memory_(max_requests, max_context, 1 << 14, s.page_size),
         cpu_pool_({{kLayer, layout_}}, memory_.allocator().num_slots()),
         gpu_pool_({{kLayer, layout_}}, memory_.allocator().num_slots()),
         cpu_(&cpu_pool_, &memory_.req_to_token()),
-        gpu_(&gpu_pool_, max_requests, max_context, nullptr) {}
+        gpu_(&gpu_pool_, &memory_.req_to_token(), nullptr) {}
 
   TokenMemory& memory() { return memory_; }
   CudaAttentionBackend& gpu() { return gpu_; }
@@ -58,23 +62,33 @@ class BackendPair {
   // Runs one pass on both backends with random q/k/v; returns the relative L2 error.
   double run(const ForwardBatch& batch, std::mt19937& rng) {
     const int t = batch.num_tokens();
-    const int qw = s_.hq * s_.head_dim, kw = layout_.k_width();
+    const int qw = s_.hq * s_.head_dim, kw = layout_.k_width(), ow = s_.hq * s_.v_dim();
     const auto q = random_bf16_exact(size_t(t) * qw, rng, 1.0f);
     const auto k = random_bf16_exact(size_t(t) * kw, rng, 1.0f);
-    const auto v = random_bf16_exact(size_t(t) * kw, rng, 1.0f);
+    auto v = random_bf16_exact(size_t(t) * kw, rng, 1.0f);
+    if (layout_.v_in_k) v = k;  // the layout reads the value out of the key row
     AttentionCall call;
     call.layer_id = kLayer;
     call.num_q_heads = s_.hq;
     call.scale = 1.0f / std::sqrt(float(s_.head_dim));
     call.sliding_window = s_.window;
-    std::vector<float> ref(size_t(t) * qw);
+    std::vector<float> ref(size_t(t) * ow);
     cpu_.prepare(batch);
-    cpu_.forward(call, q.data(), k.data(), v.data(), ref.data());
+    auto host = [t](std::vector<float>& x) {
+      return Tensor::view(x.data(), {t, static_cast<int64_t>(x.size()) / t});
+    };
+    auto q_h = q, k_h = k, v_h = v;
+    Tensor ref_t = host(ref);
+    cpu_.forward(call, host(q_h), host(k_h), host(v_h), ref_t);
     cuda::DeviceBuffer dq = cuda::to_device(q), dk = cuda::to_device(k), dv = cuda::to_device(v);
     std::vector<float> poison(ref.size(), NAN);
     cuda::DeviceBuffer dout = cuda::to_device(poison);  // every output must be written
     gpu_.prepare(batch);
-    gpu_.forward(call, dq.as<float>(), dk.as<float>(), dv.as<float>(), dout.as<float>());
+    auto dev = [t](const cuda::DeviceBuffer& b, int64_t width) {
+      return Tensor::view(b.data(), {t, width}, DType::F32, Device::cuda(cuda::current_device()));
+    };
+    Tensor out_t = dev(dout, ow);
+    gpu_.forward(call, dev(dq, qw), dev(dk, kw), dev(dv, kw), out_t);
     STRATA_CUDA_CHECK(cudaDeviceSynchronize());
     return rel_l2(cuda::to_host<float>(dout.data(), ref.size()), ref);
   }
@@ -146,7 +160,7 @@ TEST_P(CudaBackendVsCpu, PrefillChunkedPrefillAndDecodeMatch) {
     ASSERT_EQ(shape.size(), 4u);
     EXPECT_EQ(shape[0], n);
     EXPECT_EQ(shape[1], s.hq);
-    EXPECT_EQ(shape[3], s.head_dim);  // Lv from the pool's layout
+    EXPECT_EQ(shape[3], s.v_dim());  // Lv from the pool's layout (the latent for MLA)
     if (splits > 0) {
       EXPECT_EQ(shape[2], splits);
     }
@@ -157,12 +171,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaBackendVsCpu,
                          testing::Values(Shape{8, 2, 128, 0, 1}, Shape{8, 2, 128, 0, 16},
                                          Shape{4, 4, 64, 0, 16}, Shape{6, 2, 32, 9, 1},
                                          Shape{32, 8, 128, 100, 16}, Shape{2, 1, 256, 0, 1},
-                                         Shape{4, 2, 80, 0, 1}),
+                                         Shape{4, 2, 80, 0, 1},
+                                         // DeepSeek fixtures' latent: 64 + 16 rope, value 64
+                                         // (not v_head_dim 32), 4 and 16 heads over one.
+                                         Shape{4, 1, 80, 0, 1, 64}, Shape{16, 1, 80, 0, 16, 64}),
                          [](const testing::TestParamInfo<Shape>& info) {
                            const Shape& s = info.param;
                            return "hq" + std::to_string(s.hq) + "_hkv" + std::to_string(s.hkv) +
                                   "_d" + std::to_string(s.head_dim) + "_w" +
-                                  std::to_string(s.window) + "_page" + std::to_string(s.page_size);
+                                  std::to_string(s.window) + "_page" + std::to_string(s.page_size) +
+                                  (s.latent_v ? "_latent" + std::to_string(s.latent_v) : "");
                          });
 
 TEST(DeviceKVPool, RefusesLayersItDoesNotHold) {

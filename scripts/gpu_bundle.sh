@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds the GPU bundle on the developer machine (Debian 12 + nvcc): the CUDA build of strata
+# (sm_90) and the shared libraries it needs that the H200 machine lacks (fmt, OpenBLAS, PCRE2,
+# OpenMPI's libmpi, ...: everything ldd lists outside the C runtime and CUDA itself), packed
+# into .devtree/gpu/bundle.tar.xz (.devtree/ is git-ignored; a device run carries it, well
+# under the 64 MiB a run may carry). bench/cuda_device_run.sh unpacks and uses it there.
+#   scripts/gpu_bundle.sh            # build-cuda/ -> .devtree/gpu/bundle.tar.xz
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NVCC=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+LAUNCHER=()
+command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=ON \
+  -DCMAKE_CUDA_COMPILER="$NVCC" "${LAUNCHER[@]}" >/dev/null
+cmake --build build-cuda -j"${JOBS:-2}" --target strata strata_tests strata_attention_bench
+
+out=.devtree/gpu
+rm -rf "$out/bundle"
+mkdir -p "$out/bundle/bin" "$out/bundle/lib"
+cp build-cuda/strata build-cuda/tests/strata_tests "$out/bundle/bin/"
+cp build-cuda/bench/strata_attention_bench "$out/bundle/bin/" 2>/dev/null || true
+# The fixture path the test binary has compiled in: the run script links the carried
+# tests/data there.
+echo "$PWD/tests/data" >"$out/bundle/test_data_path"
+# Libraries the GPU machine lacks: every resolved dependency except the C runtime, the
+# compiler's runtime and CUDA's own (the machine has its driver and toolkit).
+skip='^(libc|libm|libdl|librt|libpthread|ld-linux|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia)'
+for bin in "$out"/bundle/bin/*; do
+  ldd "$bin" | awk '/=> \//{print $1, $3}'
+done | sort -u | while read -r name path; do
+  if ! [[ $name =~ $skip ]]; then cp -L "$path" "$out/bundle/lib/$name"; fi
+done
+tar -C "$out" -cJf "$out/bundle.tar.xz" bundle
+rm -rf "$out/bundle"
+du -h "$out/bundle.tar.xz"

@@ -1,0 +1,90 @@
+// The CPU reference device: f32 ops on host memory, the host KV pool and the CPU attention
+// backend. Passes run eagerly where they are called; the batch's arrays are the pass inputs.
+#include <map>
+
+#include "core/error.h"
+#include "runtime/stage_device.h"
+
+namespace strata {
+
+namespace {
+
+Tensor host_ints(const std::vector<int32_t>& v) {
+  return Tensor::view(const_cast<int32_t*>(v.data()), {static_cast<int64_t>(v.size())}, DType::I32,
+                      Device::host());
+}
+
+class CpuStageDevice : public StageDevice {
+ public:
+  CpuStageDevice() : ops_(make_cpu_ops()) {}
+  Ops& ops() override { return *ops_; }
+  std::string describe() const override { return "cpu"; }
+  Memory memory_kind() const override { return Memory::Host; }
+
+  int64_t plan_kv_slots(const std::map<int, KVLayerLayout>&, int64_t requested,
+                        int64_t cap) override {
+    return requested > 0 ? requested : cap;
+  }
+
+  void attach(const std::map<int, KVLayerLayout>& layouts, TokenMemory& memory) override {
+    attention_.reset();
+    pool_.reset();
+    if (layouts.empty()) return;
+    pool_ = std::make_unique<KVPool>(layouts, memory.allocator().num_slots());
+    attention_ = make_cpu_attention_backend(pool_.get(), &memory.req_to_token());
+  }
+  AttentionBackend* attention() override { return attention_.get(); }
+  KVPool* host_kv_pool() override { return pool_.get(); }
+
+  void stage(const ForwardBatch& batch) override {
+    batch_ = &batch;
+    if (attention_) attention_->prepare(batch);
+    const std::vector<int> offsets = batch.token_offsets();
+    last_rows_.resize(batch.batch_size());
+    for (int b = 0; b < batch.batch_size(); ++b) last_rows_[b] = offsets[b + 1] - 1;
+  }
+
+  PassOutput run(const ForwardBatch& batch, int, const PassFn& pass) override {
+    STRATA_CHECK(batch_ == &batch, "run() of a batch that was not staged");
+    ForwardContext ctx;
+    ctx.ops = ops_.get();
+    ctx.input_ids = host_ints(batch.input_ids);
+    ctx.positions = host_ints(batch.positions);
+    ctx.last_token_rows = host_ints(last_rows_);
+    ctx.attention = attention_.get();
+    return pass(ctx);
+  }
+
+  std::vector<int32_t> ids_to_host(const Tensor& ids) override {
+    return std::vector<int32_t>(ids.ptr<int32_t>(), ids.ptr<int32_t>() + ids.numel());
+  }
+  Tensor to_host(const Tensor& t) override { return ops_->to_host(t); }
+
+  Tensor persistent(const std::string& slot, std::vector<int64_t> shape, DType dtype) override {
+    Tensor& t = buffers_[slot];
+    const Tensor want = Tensor::view(nullptr, shape, dtype, Device::host());
+    if (t.empty() || t.dtype() != dtype || t.bytes() < want.bytes())
+      t = Tensor({std::max<int64_t>(want.numel(), 1)}, dtype);
+    return Tensor::view(t.raw(), std::move(shape), dtype, Device::host(), t.owner());
+  }
+
+  void inject_fault(const std::string& kind) override {
+    fail("device fault '{}' injected into a CPU stage: faults are GPU-only", kind);
+  }
+
+ private:
+  std::unique_ptr<Ops> ops_;
+  std::unique_ptr<KVPool> pool_;
+  std::unique_ptr<AttentionBackend> attention_;
+  const ForwardBatch* batch_ = nullptr;
+  std::vector<int32_t> last_rows_;
+  std::map<std::string, Tensor> buffers_;
+};
+
+}  // namespace
+
+std::unique_ptr<StageDevice> make_cpu_stage_device() {
+  return std::make_unique<CpuStageDevice>();
+}
+
+}  // namespace strata

@@ -1,0 +1,266 @@
+// The CUDA device of a pipeline stage: CudaOps (bf16 weights, cuBLAS), the device KV pool and
+// the CUDA attention backend, and a graph runner. Decode passes are captured per shape (tokens,
+// rows, decode splits, variant) and replayed: one eager pass first (buffers settle, cuBLAS
+// picks its algorithms), then a capture, then replays, valid while no buffer a graph holds
+// has moved (the signature: the backend's buffers, the workspace generation, the persistent
+// buffers). Model code knows nothing of this: it queues device work through the ops.
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/ops.h"
+#include "ops/cuda/cuda_ops.h"
+#include "runtime/cuda/cuda_attention_backend.h"
+#include "runtime/cuda/device_kv_pool.h"
+#include "runtime/model_runner.h"
+#include "runtime/stage_device.h"
+
+namespace strata {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+class CudaStageDevice : public StageDevice {
+ public:
+  explicit CudaStageDevice(const RunnerOptions& options) : options_(options) {
+    STRATA_CUDA_CHECK(cudaSetDevice(options.gpu_id));
+    STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&synced_, cudaEventDisableTiming));
+    ops_ = make_cuda_ops(options.gpu_id, stream_);
+  }
+
+  ~CudaStageDevice() override {
+    for (auto& [_, g] : graphs_) cudaGraphExecDestroy(g.exec);
+    attention_.reset();
+    pool_.reset();
+    ops_.reset();
+    if (synced_) cudaEventDestroy(synced_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Ops& ops() override { return *ops_; }
+  Memory memory_kind() const override { return Memory::Device; }
+  void* stream() override { return stream_; }
+  void set_wait_timeout(double s) override { wait_timeout_s_ = s; }
+
+  std::string describe() const override {
+    return fmt::format("cuda:{}, {} KV slots ({:.2f} GiB)", options_.gpu_id,
+                       pool_ ? pool_->num_slots() : 0, pool_ ? pool_->bytes() / kGiB : 0.0);
+  }
+
+  int64_t plan_kv_slots(const std::map<int, KVLayerLayout>& layouts, int64_t requested,
+                        int64_t cap) override {
+    STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    size_t free_bytes = 0, total_bytes = 0;
+    STRATA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const double used = static_cast<double>(total_bytes - free_bytes);
+    const double budget = options_.mem_fraction_static * total_bytes - used;
+    const size_t per_slot = std::max<size_t>(DeviceKVPool::bytes_per_slot(layouts), 1);
+    if (budget <= 0)
+      fail(
+          "--mem-fraction-static {} leaves no room for the KV cache: {:.2f} GiB of the GPU's "
+          "{:.2f} GiB are already in use; raise --mem-fraction-static or use a smaller model",
+          options_.mem_fraction_static, used / kGiB, total_bytes / kGiB);
+    const int64_t fits = static_cast<int64_t>(budget / per_slot);
+    if (requested > 0) {
+      if (requested > fits)
+        fail(
+            "a KV cache of {} tokens needs {:.2f} GiB but --mem-fraction-static {} leaves {:.2f} "
+            "GiB; lower --max-total-tokens (at most {}) or raise --mem-fraction-static",
+            requested, requested * static_cast<double>(per_slot) / kGiB,
+            options_.mem_fraction_static, budget / kGiB, fits);
+      return requested;
+    }
+    return std::min(fits, cap);
+  }
+
+  void attach(const std::map<int, KVLayerLayout>& layouts, TokenMemory& memory) override {
+    attention_.reset();
+    // Even a stage without attention layers uses the backend: it stages every pass's
+    // metadata (ids, positions, rows) on the device.
+    pool_ = std::make_unique<DeviceKVPool>(layouts, memory.allocator().num_slots());
+    attention_ = std::make_unique<CudaAttentionBackend>(pool_.get(), &memory.req_to_token(), stream_);
+    attention_->set_wait_timeout(wait_timeout_s_);
+    max_requests_ = memory.req_to_token().max_requests();
+  }
+  AttentionBackend* attention() override { return attention_.get(); }
+
+  void stage(const ForwardBatch& batch) override {
+    STRATA_CHECK(attention_ != nullptr, "a pass before the KV pool is attached");
+    attention_->stage(batch);
+  }
+
+  PassOutput run(const ForwardBatch& batch, int variant, const PassFn& pass) override {
+    const int rows = batch.return_all_logits ? batch.num_tokens() : batch.batch_size();
+    if (!options_.cuda_graph || batch.mode != ForwardMode::Decode) return launch(pass);
+    const int splits = batch.mode == ForwardMode::Decode ? decode_splits() : 0;
+    const GraphKey key{batch.num_tokens(), rows, splits, batch.return_all_logits, variant};
+    const std::vector<const void*> signature = buffer_signature();
+    auto it = graphs_.find(key);
+    if (it != graphs_.end() && it->second.signature != signature) {
+      cudaGraphExecDestroy(it->second.exec);
+      graphs_.erase(it);
+      it = graphs_.end();
+    }
+    if (it == graphs_.end()) {
+      if (warmed_.insert(key).second) return launch(pass);
+      ops_->begin_pass();
+      STRATA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      PassOutput out;
+      try {
+        out = queue(pass);
+      } catch (...) {
+        cudaGraph_t broken = nullptr;
+        cudaStreamEndCapture(stream_, &broken);
+        if (broken) cudaGraphDestroy(broken);
+        throw;
+      }
+      cudaGraph_t graph = nullptr;
+      STRATA_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      STRATA_CUDA_CHECK(err);
+      // The signature after the capture: a capture may not grow anything, but be sure.
+      it = graphs_.emplace(key, Captured{exec, buffer_signature(), out}).first;
+    }
+    STRATA_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
+    attention_->mark_queued();
+    return it->second.output;
+  }
+
+  std::vector<int32_t> ids_to_host(const Tensor& ids) override {
+    const size_t bytes = static_cast<size_t>(ids.numel()) * sizeof(int32_t);
+    host_.ensure(bytes);
+    STRATA_CUDA_CHECK(
+        cudaMemcpyAsync(host_.as<int32_t>(), ids.raw(), bytes, cudaMemcpyDeviceToHost, stream_));
+    sync();
+    return std::vector<int32_t>(host_.as<int32_t>(), host_.as<int32_t>() + ids.numel());
+  }
+
+  Tensor to_host(const Tensor& t) override {
+    STRATA_CHECK(t.dtype() == DType::F32 && t.contiguous(), "to_host of a {} tensor",
+                 t.describe());
+    host_.ensure(t.bytes());
+    STRATA_CUDA_CHECK(
+        cudaMemcpyAsync(host_.as<float>(), t.raw(), t.bytes(), cudaMemcpyDeviceToHost, stream_));
+    sync();
+    Tensor out(t.shape());
+    std::memcpy(out.data(), host_.as<float>(), t.bytes());
+    return out;
+  }
+
+  Tensor persistent(const std::string& slot, std::vector<int64_t> shape, DType dtype) override {
+    cuda::DeviceBuffer& b = buffers_[slot];
+    const size_t bytes = static_cast<size_t>(Tensor::view(nullptr, shape, dtype, Device::host()).numel()) *
+                         dtype_size(dtype);
+    if (b.bytes() < bytes) {
+      // Nothing queued may still use the old buffer.
+      STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      b.ensure(bytes);
+    }
+    return Tensor::view(b.data(), std::move(shape), dtype, Device::cuda(options_.gpu_id));
+  }
+
+  void finish_reserve() override {
+    sync();
+    attention_->reset_table();
+    sync();
+  }
+
+  void inject_fault(const std::string& kind) override {
+    if (kind == "oom") {
+      cuda::DeviceBuffer too_large(size_t{1} << 50);  // 1 PiB: the allocation fails as OOM does
+    } else if (kind == "trap") {
+      cuda::trap(stream_);
+      sync();
+    } else {
+      fail("unknown device fault '{}' (use oom or trap)", kind);
+    }
+  }
+
+ private:
+  struct GraphKey {
+    int tokens, rows, splits;
+    bool all_logits;
+    int variant;
+    auto operator<=>(const GraphKey&) const = default;
+  };
+  struct Captured {
+    cudaGraphExec_t exec;
+    std::vector<const void*> signature;
+    PassOutput output;
+  };
+
+  int decode_splits() const {
+    int heads = 0;
+    for (int id : pool_->layer_ids()) heads = std::max(heads, pool_->layout(id).num_kv_heads);
+    return attention_->decode_splits(std::max(heads, 1));
+  }
+
+  // Device work of one pass: the metadata upload, then the model.
+  PassOutput queue(const PassFn& pass) {
+    attention_->upload();
+    ForwardContext ctx;
+    ctx.ops = ops_.get();
+    ctx.input_ids = attention_->input_ids();
+    ctx.positions = attention_->positions();
+    ctx.last_token_rows = attention_->last_token_rows();
+    ctx.attention = attention_.get();
+    return pass(ctx);
+  }
+
+  PassOutput launch(const PassFn& pass) {
+    ops_->begin_pass();
+    PassOutput out = queue(pass);
+    attention_->mark_queued();
+    return out;
+  }
+
+  std::vector<const void*> buffer_signature() const {
+    std::vector<const void*> sig = attention_->buffer_signature();
+    sig.push_back(reinterpret_cast<const void*>(ops_->workspace_generation()));
+    for (const auto& [_, b] : buffers_) sig.push_back(b.data());
+    return sig;
+  }
+
+  // Waits for everything queued on the stream; bounded by --pp-timeout in a pipeline stage,
+  // whose stream may wait on a transfer from a stage that hangs.
+  void sync() {
+    if (wait_timeout_s_ <= 0) {
+      STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      return;
+    }
+    STRATA_CUDA_CHECK(cudaEventRecord(synced_, stream_));
+    if (!cuda::wait_event(synced_, wait_timeout_s_))
+      fail(
+          "waited {} s for the GPU to finish a pass; a pipeline stage it waits on is hung or "
+          "dead, or the pass takes longer than --pp-timeout allows",
+          wait_timeout_s_);
+  }
+
+  RunnerOptions options_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t synced_ = nullptr;
+  double wait_timeout_s_ = 0;
+  int max_requests_ = 0;
+  std::unique_ptr<CudaOps> ops_;
+  std::unique_ptr<DeviceKVPool> pool_;
+  std::unique_ptr<CudaAttentionBackend> attention_;
+  std::map<std::string, cuda::DeviceBuffer> buffers_;
+  cuda::PinnedBuffer host_;  // logits or ids on their way to the host
+  std::map<GraphKey, Captured> graphs_;
+  std::set<GraphKey> warmed_;
+};
+
+}  // namespace
+
+std::unique_ptr<StageDevice> make_cuda_stage_device(const RunnerOptions& options) {
+  return std::make_unique<CudaStageDevice>(options);
+}
+
+}  // namespace strata

@@ -1,0 +1,91 @@
+#pragma once
+// StageDevice: what a pipeline stage's device brings besides its ops (DESIGN.md rule 6: the
+// model is written once; devices differ in ops, backends, pools and how passes launch):
+// sizing and building the KV pool and its attention backend, putting each pass's inputs on
+// the device, launching a pass (eagerly, or replayed from a captured CUDA graph) and bringing
+// results back to the host. ModelRunner drives it; model code never sees it.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attention/backend.h"
+#include "cache/kv_layout.h"
+#include "cache/kv_pool.h"
+#include "cache/req_to_token_pool.h"
+#include "core/tensor_ref.h"
+#include "model/causal_lm.h"
+#include "ops/ops.h"
+
+namespace strata {
+
+struct RunnerOptions;
+
+// What one pass leaves on the device: logits [rows, vocab] f32, or sampled ids [rows] int32.
+struct PassOutput {
+  Tensor logits, ids;
+};
+using PassFn = std::function<PassOutput(ForwardContext&)>;
+
+class StageDevice {
+ public:
+  virtual ~StageDevice() = default;
+  virtual Ops& ops() = 0;
+  virtual std::string describe() const = 0;
+  virtual Memory memory_kind() const = 0;
+
+  // KV slots to build the pool with once the weights are resident: `requested` (0: as many
+  // as the device's memory budget allows, at most `cap`). Fails when `requested` does not fit.
+  virtual int64_t plan_kv_slots(const std::map<int, KVLayerLayout>& layouts, int64_t requested,
+                                int64_t cap) = 0;
+  // Builds the KV pool for `layouts` (none when empty) and the attention backend over it.
+  virtual void attach(const std::map<int, KVLayerLayout>& layouts, TokenMemory& memory) = 0;
+  virtual AttentionBackend* attention() = 0;
+  // The host KV pool (the CPU device); null elsewhere or when the stage has no attention.
+  virtual KVPool* host_kv_pool() { return nullptr; }
+
+  // Host half of a pass: checks `batch` and stages its metadata (waiting, if need be, for the
+  // previous pass to release the staging memory).
+  virtual void stage(const ForwardBatch& batch) = 0;
+  // Queues `pass` for the staged batch with ctx's inputs on the device. A decode pass may be
+  // captured once and replayed (CUDA graphs), so `pass` must queue device work only and
+  // depend on nothing but the batch's shape, `variant` and the staged metadata.
+  virtual PassOutput run(const ForwardBatch& batch, int variant, const PassFn& pass) = 0;
+  // Host copies (they wait for the device).
+  virtual std::vector<int32_t> ids_to_host(const Tensor& ids) = 0;
+  virtual Tensor to_host(const Tensor& t) = 0;
+
+  // A view of shape `shape` at the start of a persistent buffer named `slot`, kept across
+  // passes (its contents too) and grown when too small; growing it drops captured graphs
+  // (they hold its address).
+  virtual Tensor persistent(const std::string& slot, std::vector<int64_t> shape, DType dtype) = 0;
+  // After ModelRunner::reserve's dummy passes: wait for them and forget what they wrote to
+  // the device's request table.
+  virtual void finish_reserve() {}
+  // The stream passes run on (a cudaStream_t; null on the host).
+  virtual void* stream() { return nullptr; }
+  // Pipeline stages: the longest wait for the device, in seconds (0: none).
+  virtual void set_wait_timeout(double) {}
+  // Fault injection for the failure tests ("oom", "trap"), raised as the device would.
+  virtual void inject_fault(const std::string& kind) = 0;
+};
+
+std::unique_ptr<StageDevice> make_cpu_stage_device();
+
+#ifdef STRATA_WITH_CUDA
+// Makes RunnerOptions::gpu_id this process's (and this thread's) current GPU, then builds.
+std::unique_ptr<StageDevice> make_cuda_stage_device(const RunnerOptions& options);
+// Problems that keep `config` from running on --device cuda with `options`, in plain words
+// (the CUDA capability rows); empty when it can run.
+std::vector<std::string> cuda_configuration_problems(const ModelConfig& config,
+                                                     const RunnerOptions& options);
+#endif
+
+// GPUs this process can see (0 in a build without CUDA or without a driver).
+int cuda_device_count();
+// True when this build can use a CUDA GPU now; otherwise `why` says what is missing (a
+// build without CUDA, no device). GPU tests skip with that message.
+bool cuda_available(std::string* why);
+
+}  // namespace strata
