@@ -1,0 +1,445 @@
+#include "ops/cuda/cuda_ops.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/moe.h"
+#include "kernels/cuda/tensor_ops.h"
+
+namespace strata {
+
+namespace {
+
+constexpr size_t kAlign = 256;                     // every arena tensor starts on a 256-byte line
+constexpr size_t kArenaGranule = size_t{2} << 20;  // the arena grows in 2 MiB steps
+
+size_t align_up(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
+
+bool is_float(DType d) {
+  return d == DType::F32 || d == DType::BF16;
+}
+
+cuda::View view(const Tensor& t) {
+  return {t.raw(), t.row_stride(), t.dtype()};
+}
+
+cuda::Act act_of(Activation a) {
+  switch (a) {
+    case Activation::Silu:
+      return cuda::Act::Silu;
+    case Activation::Gelu:
+      return cuda::Act::Gelu;
+    case Activation::GeluTanh:
+      return cuda::Act::GeluTanh;
+    case Activation::Relu2:
+      return cuda::Act::Relu2;
+  }
+  fail("unknown activation");
+}
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols();
+}
+
+}  // namespace
+
+CudaOps::CudaOps(int gpu_id, cudaStream_t stream, size_t arena_bytes)
+    : gpu_(gpu_id), stream_(stream) {
+  STRATA_CUDA_CHECK(cudaSetDevice(gpu_id));
+  blas_ = std::make_unique<cuda::Blas>(stream);
+  if (arena_bytes > 0) {
+    capacity_ = align_up(arena_bytes, kArenaGranule);
+    arena_ = device_alloc(capacity_, "the workspace arena");
+  }
+}
+
+CudaOps::~CudaOps() {
+  cudaStreamSynchronize(stream_);  // no throwing from a destructor: errors are ignored here
+  for (void* p : overflow_) cudaFree(p);
+  if (arena_) cudaFree(arena_);
+}
+
+bool CudaOps::capturing() const {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  STRATA_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+void* CudaOps::device_alloc(size_t bytes, const char* what) {
+  if (capturing())
+    fail(
+        "CudaOps on cuda:{}: {} needs {} bytes of new device memory while the stream is being "
+        "captured into a CUDA graph; run this shape uncaptured first (the arena grows to fit at "
+        "the next begin_pass)",
+        gpu_, what, bytes);
+  void* p = nullptr;
+  STRATA_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, kAlign)));
+  return p;
+}
+
+void CudaOps::begin_pass() {
+  grew_ = false;
+  const size_t need = in_pass_ ? pass_bytes_ : 0;
+  if (!overflow_.empty() || need > capacity_) {
+    STRATA_CHECK(!capturing(), "begin_pass while capturing, after a pass that overflowed");
+    // The previous pass's kernels may still read the overflow and the old arena.
+    STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (void* p : overflow_) STRATA_CUDA_CHECK(cudaFree(p));
+    overflow_.clear();
+    if (need > capacity_) {
+      if (arena_) STRATA_CUDA_CHECK(cudaFree(arena_));
+      arena_ = nullptr;
+      capacity_ = align_up(need, kArenaGranule);
+      arena_ = device_alloc(capacity_, "the workspace arena");
+      ++generation_;
+      grew_ = true;
+    }
+  }
+  offset_ = 0;
+  pass_bytes_ = 0;
+  in_pass_ = true;
+}
+
+void CudaOps::reserve(size_t bytes) {
+  if (bytes <= capacity_) return;
+  STRATA_CHECK(!in_pass_ || offset_ == 0, "reserve() in the middle of a pass");
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (arena_) STRATA_CUDA_CHECK(cudaFree(arena_));
+  arena_ = nullptr;
+  capacity_ = align_up(bytes, kArenaGranule);
+  arena_ = device_alloc(capacity_, "the workspace arena");
+  ++generation_;
+  grew_ = true;
+}
+
+Tensor CudaOps::allocate(std::vector<int64_t> shape, DType dtype) {
+  const Tensor probe = Tensor::view(nullptr, shape, dtype, device());
+  void* p = device_alloc(probe.bytes(), "a persistent tensor");
+  std::shared_ptr<void> owner(p, [](void* q) { cudaFree(q); });
+  if (probe.bytes() > 0) STRATA_CUDA_CHECK(cudaMemsetAsync(p, 0, probe.bytes(), stream_));
+  return Tensor::view(p, std::move(shape), dtype, device(), std::move(owner));
+}
+
+Tensor CudaOps::empty(std::vector<int64_t> shape, DType dtype) {
+  if (!in_pass_) return allocate(std::move(shape), dtype);
+  const size_t bytes =
+      align_up(std::max<size_t>(Tensor::view(nullptr, shape, dtype, device()).bytes(), 1), kAlign);
+  pass_bytes_ += bytes;
+  high_water_ = std::max(high_water_, pass_bytes_);
+  void* p;
+  if (offset_ + bytes <= capacity_) {
+    p = static_cast<char*>(arena_) + offset_;
+    offset_ += bytes;
+  } else {
+    p = device_alloc(bytes, "workspace past the arena");
+    overflow_.push_back(p);
+  }
+  return Tensor::view(p, std::move(shape), dtype, device());
+}
+
+Tensor CudaOps::upload(const Tensor& host, DType dtype) {
+  STRATA_CHECK(host.on_host(), "upload of {}: not a host tensor", host.describe());
+  const Tensor src = host.contiguous() ? host : host.clone();
+  const int64_t n = src.numel();
+  std::vector<uint16_t> converted;
+  const void* bytes = src.raw();
+  if (src.dtype() != dtype) {
+    STRATA_CHECK(src.dtype() == DType::F32 && dtype == DType::BF16, "upload {} as {}",
+                 host.describe(), dtype_name(dtype));
+    converted.resize(n);
+    const float* f = static_cast<const float*>(src.raw());
+    for (int64_t i = 0; i < n; ++i) converted[i] = f32_to_bf16(f[i]);
+    bytes = converted.data();
+  }
+  const Tensor probe = Tensor::view(nullptr, host.shape(), dtype, device());
+  void* p = device_alloc(probe.bytes(), "an uploaded tensor");
+  std::shared_ptr<void> owner(p, [](void* q) { cudaFree(q); });
+  if (n > 0) {
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(p, bytes, probe.bytes(), cudaMemcpyHostToDevice, stream_));
+    // The host bytes (possibly `converted`) must outlive the copy.
+    STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  return Tensor::view(p, host.shape(), dtype, device(), std::move(owner));
+}
+
+Tensor CudaOps::to_host(const Tensor& t) {
+  if (t.on_host()) return t.contiguous() ? t : t.clone();
+  STRATA_CHECK(t.device() == device(), "to_host of {} through the ops of {}", t.describe(),
+               device().str());
+  const size_t es = dtype_size(t.dtype());
+  const int64_t rows = t.rows(), cols = t.cols();
+  std::vector<unsigned char> staging(static_cast<size_t>(rows * cols) * es);
+  if (rows * cols > 0) {
+    STRATA_CUDA_CHECK(cudaMemcpy2DAsync(staging.data(), cols * es, t.raw(), t.row_stride() * es,
+                                        cols * es, rows, cudaMemcpyDeviceToHost, stream_));
+    STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  if (t.dtype() == DType::I32) {
+    Tensor out(t.shape(), DType::I32);
+    if (!staging.empty()) std::memcpy(out.raw(), staging.data(), staging.size());
+    return out;
+  }
+  Tensor out(t.shape());
+  convert_to_f32(t.dtype(), staging.data(), out.data(), static_cast<size_t>(rows * cols));
+  return out;
+}
+
+Tensor CudaOps::as_bf16(const Tensor& x) {
+  if (x.dtype() == DType::BF16) return x;
+  Tensor xb = empty({x.rows(), x.cols()}, DType::BF16);
+  copy(x, xb);
+  return xb;
+}
+
+// Checks shared by every op: the tensor lives on this GPU and has a dtype the kernels read.
+#define STRATA_CHECK_DEVICE(t, what)                                                      \
+  STRATA_CHECK((t).device() == device() && ((t).empty() || is_float((t).dtype())),        \
+               "cuda op {}: a {} tensor (wants f32 or bf16 on {})", what, (t).describe(), \
+               device().str())
+#define STRATA_CHECK_I32(t, what)                                                              \
+  STRATA_CHECK((t).device() == device() && (t).dtype() == DType::I32 && (t).contiguous(),      \
+               "cuda op {}: a {} tensor (wants contiguous int32 on {})", what, (t).describe(), \
+               device().str())
+
+void CudaOps::copy(const Tensor& src, Tensor& dst) {
+  STRATA_CHECK(
+      src.device() == device() && dst.device() == device() && same_view(src, dst) &&
+          (src.dtype() == dst.dtype() || (is_float(src.dtype()) && is_float(dst.dtype()))) &&
+          dtype_size(src.dtype()) >= 2 && dtype_size(src.dtype()) <= 4,
+      "copy {} -> {}", src.describe(), dst.describe());
+  cuda::copy_2d(view(src), view(dst), src.rows(), src.cols(), stream_);
+}
+
+void CudaOps::fill(Tensor& t, float value) {
+  STRATA_CHECK(t.device() == device() && (is_float(t.dtype()) || t.dtype() == DType::I32),
+               "fill of {}", t.describe());
+  cuda::fill_2d(view(t), t.rows(), t.cols(), value, stream_);
+}
+
+void CudaOps::fill_dummy(Tensor& t, uint64_t stream, float stddev) {
+  STRATA_CHECK_DEVICE(t, "fill_dummy");
+  STRATA_CHECK(t.contiguous(), "fill_dummy of a strided {}", t.describe());
+  cuda::fill_dummy(t.raw(), t.dtype(), t.numel(), stream, stddev, stream_);
+}
+
+void CudaOps::linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                     bool accumulate) {
+  STRATA_CHECK_DEVICE(x, "linear input");
+  STRATA_CHECK_DEVICE(y, "linear output");
+  STRATA_CHECK(
+      w.device() == device() && w.dtype() == DType::BF16 && w.ndim() == 2 && w.contiguous(),
+      "linear weight {}: wants a contiguous bf16 matrix on {}", w.describe(), device().str());
+  STRATA_CHECK(x.cols() == w.dim(1) && y.cols() == w.dim(0) && y.rows() == x.rows(),
+               "linear {} x {}^T -> {}", x.describe(), w.describe(), y.describe());
+  if (x.rows() == 0) return;
+  const Tensor xb = as_bf16(x);
+  blas_->gemm(xb.ptr<cuda::bf16>(), xb.row_stride(), x.rows(), w.dim(1), w.ptr<cuda::bf16>(),
+              w.dim(1), w.dim(0), y.raw(), y.dtype() == DType::BF16, y.row_stride(),
+              accumulate ? 1.0f : 0.0f);
+  if (bias && !bias->empty()) {
+    STRATA_CHECK_DEVICE(*bias, "linear bias");
+    STRATA_CHECK(bias->numel() == w.dim(0), "bias {} for {} outputs", bias->describe(), w.dim(0));
+    cuda::add_bias_2d(view(y), bias->raw(), bias->dtype(), y.rows(), y.cols(), stream_);
+  }
+}
+
+void CudaOps::head_linear(const Tensor& x, const Tensor& w, int heads, Tensor& y) {
+  STRATA_CHECK_DEVICE(x, "head_linear input");
+  STRATA_CHECK_DEVICE(y, "head_linear output");
+  STRATA_CHECK(heads > 0 && w.device() == device() && w.dtype() == DType::BF16 && w.ndim() == 2,
+               "head_linear weight {} over {} heads", w.describe(), heads);
+  const int64_t k = x.cols() / heads, n = w.dim(0) / heads, rows = x.rows();
+  STRATA_CHECK(x.cols() == k * heads && w.dim(0) == n * heads && w.dim(1) == k &&
+                   y.cols() == n * heads && y.rows() == rows,
+               "head_linear {} over {} heads of {} -> {}", x.describe(), heads, w.describe(),
+               y.describe());
+  if (rows == 0) return;
+  const Tensor xb = as_bf16(x);
+  blas_->gemm_batched(xb.ptr<cuda::bf16>(), xb.row_stride(), k, rows, k, w.ptr<cuda::bf16>(), k,
+                      n * k, n, y.raw(), y.dtype() == DType::BF16, y.row_stride(), n, heads);
+}
+
+void CudaOps::rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
+                       Tensor& out) {
+  STRATA_CHECK_DEVICE(x, "rms_norm input");
+  STRATA_CHECK_DEVICE(out, "rms_norm output");
+  STRATA_CHECK_DEVICE(w, "rms_norm weight");
+  const int64_t width = w.numel();
+  STRATA_CHECK(width > 0 && width <= INT32_MAX && x.cols() % width == 0 && out.cols() == x.cols() &&
+                   out.rows() == x.rows() && w.contiguous(),
+               "rms_norm of {} in groups of {} -> {}", x.describe(), width, out.describe());
+  cuda::rms_norm_2d(view(x), w.raw(), w.dtype(), x.rows(), x.cols() / width,
+                    static_cast<int>(width), eps, weight_offset, view(out), stream_);
+}
+
+void CudaOps::add(Tensor& x, const Tensor& y) {
+  STRATA_CHECK_DEVICE(x, "add");
+  STRATA_CHECK_DEVICE(y, "add");
+  STRATA_CHECK(same_view(x, y), "residual add of {} and {}: shapes differ", x.describe(),
+               y.describe());
+  cuda::add_2d(view(x), view(y), x.rows(), x.cols(), stream_);
+}
+
+void CudaOps::scale(Tensor& x, float s) {
+  STRATA_CHECK_DEVICE(x, "scale");
+  cuda::scale_2d(view(x), x.rows(), x.cols(), s, stream_);
+}
+
+void CudaOps::gated_activation(const Tensor& gate_up, Activation act, Tensor& out) {
+  STRATA_CHECK_DEVICE(gate_up, "gated_activation input");
+  STRATA_CHECK_DEVICE(out, "gated_activation output");
+  STRATA_CHECK(gate_up.cols() == 2 * out.cols() && gate_up.rows() == out.rows(),
+               "gated activation {} -> {}", gate_up.describe(), out.describe());
+  cuda::gated_act_2d(view(gate_up), act_of(act), out.rows(), out.cols(), view(out), stream_);
+}
+
+void CudaOps::activation(const Tensor& x, Activation act, Tensor& out) {
+  STRATA_CHECK_DEVICE(x, "activation input");
+  STRATA_CHECK_DEVICE(out, "activation output");
+  STRATA_CHECK(same_view(x, out), "activation {} -> {}", x.describe(), out.describe());
+  cuda::act_2d(view(x), act_of(act), x.rows(), x.cols(), view(out), stream_);
+}
+
+void CudaOps::rope(Tensor& x, int num_heads, int64_t head_stride, const Tensor& positions,
+                   const RopeTable& rope) {
+  STRATA_CHECK_DEVICE(x, "rope");
+  STRATA_CHECK_I32(positions, "rope positions");
+  STRATA_CHECK(positions.numel() == x.rows(), "rope: {} positions for {} rows", positions.numel(),
+               x.rows());
+  STRATA_CHECK(rope.inv_freq.device() == device() && rope.inv_freq.dtype() == DType::F32 &&
+                   rope.rotary_dim % 2 == 0 && rope.inv_freq.numel() == rope.rotary_dim / 2,
+               "rope table {} for rotary_dim {}", rope.inv_freq.describe(), rope.rotary_dim);
+  STRATA_CHECK(num_heads == 0 || (num_heads - 1) * head_stride + rope.rotary_dim <= x.cols(),
+               "rope of {} heads {} apart, {} rotated, in {}", num_heads, head_stride,
+               rope.rotary_dim, x.describe());
+  cuda::rope_2d(view(x), x.rows(), num_heads, head_stride, positions.ptr<int32_t>(),
+                rope.inv_freq.ptr<float>(), rope.rotary_dim, rope.interleaved, rope.cos_sin_scale,
+                stream_);
+}
+
+void CudaOps::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  STRATA_CHECK_DEVICE(table, "embedding table");
+  STRATA_CHECK_DEVICE(out, "embedding output");
+  STRATA_CHECK_I32(ids, "embedding ids");
+  STRATA_CHECK(table.ndim() == 2 && table.contiguous() && out.rows() == ids.numel() &&
+                   out.cols() == table.dim(1),
+               "embedding of {} ids in {} -> {}", ids.numel(), table.describe(), out.describe());
+  // An id outside the vocabulary gives a zero row: the host checks ids before they get here.
+  cuda::gather_rows_2d(view(table), table.dim(0), ids.ptr<int32_t>(), ids.numel(), table.dim(1),
+                       view(out), stream_);
+}
+
+void CudaOps::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
+  STRATA_CHECK_DEVICE(x, "gather_rows input");
+  STRATA_CHECK_DEVICE(out, "gather_rows output");
+  STRATA_CHECK_I32(rows, "gather_rows indices");
+  STRATA_CHECK(out.rows() == rows.numel() && out.cols() == x.cols(), "gather {} rows of {} -> {}",
+               rows.numel(), x.describe(), out.describe());
+  cuda::gather_rows_2d(view(x), x.rows(), rows.ptr<int32_t>(), rows.numel(), x.cols(), view(out),
+                       stream_);
+}
+
+void CudaOps::route(const RouterConfig& cfg, const Tensor& router_logits, const Tensor* bias,
+                    Tensor& ids, Tensor& weights) {
+  cfg.validate();
+  STRATA_CHECK_DEVICE(router_logits, "route logits");
+  STRATA_CHECK_I32(ids, "route ids");
+  const int64_t t = router_logits.rows();
+  STRATA_CHECK(router_logits.cols() == cfg.num_experts && ids.numel() == t * cfg.top_k &&
+                   weights.numel() == t * cfg.top_k && weights.dtype() == DType::F32 &&
+                   weights.contiguous() && weights.device() == device(),
+               "route {} -> ids {}, weights {} (top {})", router_logits.describe(), ids.describe(),
+               weights.describe(), cfg.top_k);
+  const float* b = nullptr;
+  if (cfg.correction_bias) {
+    STRATA_CHECK(bias && bias->device() == device() && bias->dtype() == DType::F32 &&
+                     bias->numel() == cfg.num_experts,
+                 "route: correction bias {} for {} experts", bias ? bias->describe() : "none",
+                 cfg.num_experts);
+    b = bias->ptr<float>();
+  }
+  cuda::RouteParams p;
+  p.num_experts = cfg.num_experts;
+  p.top_k = cfg.top_k;
+  p.sigmoid = cfg.scoring == RouterScoring::Sigmoid;
+  p.num_groups = cfg.num_groups;
+  p.topk_groups = cfg.topk_groups;
+  p.group_top_two = cfg.group_score == GroupScore::TopTwoSum;
+  p.normalize = cfg.normalize_topk;
+  p.scaling = cfg.routed_scaling_factor;
+  cuda::route(view(router_logits), t, b, p, ids.ptr<int32_t>(), weights.ptr<float>(), stream_);
+}
+
+void CudaOps::experts(const ExpertWeights& w, const Tensor& x, const Tensor& ids,
+                      const Tensor& weights, Tensor& out) {
+  STRATA_CHECK_DEVICE(x, "experts input");
+  STRATA_CHECK_DEVICE(out, "experts output");
+  STRATA_CHECK_I32(ids, "experts ids");
+  const int64_t t = x.rows(), hidden = w.hidden, inter = w.intermediate, k = ids.cols();
+  const int64_t in_rows = (w.gated ? 2 : 1) * inter, e = w.num_experts;
+  STRATA_CHECK(x.cols() == hidden && ids.numel() == t * k && weights.numel() == t * k &&
+                   weights.dtype() == DType::F32 && weights.contiguous() &&
+                   weights.device() == device() && out.rows() == t && out.cols() == hidden,
+               "experts over {} with ids {}, weights {} -> {}", x.describe(), ids.describe(),
+               weights.describe(), out.describe());
+  STRATA_CHECK(w.w_in.dtype() == DType::BF16 && w.w_in.device() == device() &&
+                   w.w_in.numel() == e * in_rows * hidden && w.w_down.dtype() == DType::BF16 &&
+                   w.w_down.device() == device() && w.w_down.numel() == e * hidden * inter,
+               "expert weights {} and {} for {} experts of {} x {}", w.w_in.describe(),
+               w.w_down.describe(), e, hidden, inter);
+  for (const Tensor* b : {&w.b_in, &w.b_down})
+    STRATA_CHECK(b->empty() || (b->dtype() == DType::F32 && b->device() == device()),
+                 "expert bias {}: wants f32 on {}", b->describe(), device().str());
+  STRATA_CHECK(hidden <= INT32_MAX && in_rows <= INT32_MAX, "experts of {} x {}", hidden, inter);
+  if (t == 0) return;
+  const int64_t pairs = t * k;
+  const Tensor xb = as_bf16(x);
+  // The sort's outputs in one workspace tensor: perm, tokens, then the three tile arrays.
+  cuda::MoeSort s;
+  s.max_tiles = cuda::moe_max_tiles(pairs, static_cast<int>(e));
+  Tensor meta = empty({2 * pairs + 3 * s.max_tiles}, DType::I32);
+  int32_t* m = meta.ptr<int32_t>();
+  s.perm = m;
+  s.tokens = m + pairs;
+  s.tile_expert = m + 2 * pairs;
+  s.tile_start = s.tile_expert + s.max_tiles;
+  s.tile_end = s.tile_start + s.max_tiles;
+  cuda::moe_sort(ids.ptr<int32_t>(), pairs, static_cast<int>(k), static_cast<int>(e), s, stream_);
+
+  // h [sorted pairs, in_rows] = x[token] . W_in_e^T; act [sorted pairs, I] bf16 (the next
+  // GEMM's input); y [pairs, H] = act . W_down_e^T, written back in pair order.
+  Tensor h = empty({pairs, in_rows}, DType::F32);
+  cuda::moe_grouped_gemm(xb.ptr<cuda::bf16>(), xb.row_stride(), s.tokens, w.w_in.ptr<cuda::bf16>(),
+                         w.b_in.empty() ? nullptr : w.b_in.ptr<float>(), static_cast<int>(in_rows),
+                         static_cast<int>(hidden), nullptr, h.ptr<float>(), in_rows, s, stream_);
+  Tensor act = empty({pairs, inter}, DType::BF16);
+  if (w.gated)
+    cuda::gated_act_2d(view(h), act_of(w.activation), pairs, inter, view(act), stream_);
+  else
+    cuda::act_2d(view(h), act_of(w.activation), pairs, inter, view(act), stream_);
+  Tensor y = empty({pairs, hidden}, DType::F32);
+  cuda::moe_grouped_gemm(act.ptr<cuda::bf16>(), inter, nullptr, w.w_down.ptr<cuda::bf16>(),
+                         w.b_down.empty() ? nullptr : w.b_down.ptr<float>(),
+                         static_cast<int>(hidden), static_cast<int>(inter), s.perm, y.ptr<float>(),
+                         hidden, s, stream_);
+  cuda::moe_combine(y.ptr<float>(), weights.ptr<float>(), ids.ptr<int32_t>(), static_cast<int>(e),
+                    t, static_cast<int>(k), static_cast<int>(hidden), view(out), stream_);
+}
+
+void CudaOps::argmax(const Tensor& logits, Tensor& ids) {
+  STRATA_CHECK_DEVICE(logits, "argmax logits");
+  STRATA_CHECK_I32(ids, "argmax ids");
+  STRATA_CHECK(ids.numel() == logits.rows(), "argmax of {} into {}", logits.describe(),
+               ids.describe());
+  cuda::argmax_2d(view(logits), logits.rows(), logits.cols(), ids.ptr<int32_t>(), stream_);
+}
+
+std::unique_ptr<Ops> make_cuda_ops(int gpu_id, cudaStream_t stream) {
+  return std::make_unique<CudaOps>(gpu_id, stream);
+}
+
+}  // namespace strata
