@@ -30,7 +30,7 @@ class CudaStageDevice : public StageDevice {
     STRATA_CUDA_CHECK(cudaSetDevice(options.gpu_id));
     STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&synced_, cudaEventDisableTiming));
-    ops_ = make_cuda_ops(options.gpu_id, stream_);
+    ops_ = std::make_unique<CudaOps>(options.gpu_id, stream_);
   }
 
   ~CudaStageDevice() override {
@@ -223,7 +223,7 @@ class CudaStageDevice : public StageDevice {
 
   std::vector<const void*> buffer_signature() const {
     std::vector<const void*> sig = attention_->buffer_signature();
-    sig.push_back(reinterpret_cast<const void*>(ops_->workspace_generation()));
+    sig.push_back(reinterpret_cast<const void*>(ops_->arena_generation()));
     for (const auto& [_, b] : buffers_) sig.push_back(b.data());
     return sig;
   }
