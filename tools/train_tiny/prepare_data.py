@@ -104,7 +104,7 @@ def main():
         split[k].append(text)
         if k == "train":
             chat += [[a, b] for a, b in zip(units, units[1:]) if len(a) < 300 and len(b) < 300]
-    # A fixed sample, so chat is a modest share (about a tenth) of the training bytes.
+    # A fixed sample, so chat is a modest share (about a sixth) of the training bytes.
     random.Random(0).shuffle(chat)
     chat = chat[:8000]
     corpus = dict(split, chat=chat)
