@@ -9,5 +9,6 @@ void add_bench_command(CLI::App& app, int& exit_code);
 void add_tokenize_command(CLI::App& app, int& exit_code);
 void add_serve_command(CLI::App& app, int& exit_code);
 void add_bench_serving_command(CLI::App& app, int& exit_code);
+void add_perplexity_command(CLI::App& app, int& exit_code);
 
 }  // namespace strata::cli

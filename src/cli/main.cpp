@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   strata::cli::add_tokenize_command(app, exit_code);
   strata::cli::add_serve_command(app, exit_code);
   strata::cli::add_bench_serving_command(app, exit_code);
+  strata::cli::add_perplexity_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,6 +1,7 @@
 #include "runtime/generation_state.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "runtime/batch_builder.h"
@@ -78,13 +79,18 @@ ForwardBatch GenerationState::next_batch(const std::vector<int>& group, std::vec
   const bool prefill =
       std::any_of(group.begin(), group.end(), [&](int i) { return running_[i].prefilling(); });
   batch.mode = prefill ? ForwardMode::Extend : ForwardMode::Decode;
+  batch.return_all_logits = prefill && options_.return_input_logprobs;
+  rows_.clear();
   for (int i : group) {
     Running& r = running_[i];
     if (r.done || (prefill && !r.prefilling())) continue;
     const int remaining = static_cast<int>(r.tokens.size()) - r.cached;
     STRATA_CHECK(remaining >= 1, "request {} has nothing to feed", i);
     const int chunk = options_.chunked_prefill_size;
-    add_extend(batch, r, prefill && chunk > 0 ? std::min(remaining, chunk) : remaining);
+    const int n = prefill && chunk > 0 ? std::min(remaining, chunk) : remaining;
+    rows_.push_back(batch.return_all_logits ? Rows{batch.num_tokens(), n, r.cached}
+                                            : Rows{static_cast<int>(members->size()), 1, r.cached});
+    add_extend(batch, r, n);
     members->push_back(i);
   }
   return batch;
@@ -98,8 +104,8 @@ std::vector<int32_t> GenerationState::sample(const std::vector<int>& members,
     Running& r = running_[members[b]];
     if (r.cached < static_cast<int>(r.tokens.size()))
       continue;  // mid-prompt: nothing to sample yet
-    tokens[b] = sample_token(logits.row(static_cast<int64_t>(b)), vocab,
-                             requests_[r.index].sampling, r.rng);
+    tokens[b] =
+        sample_token(logits.row(rows_[b].last()), vocab, requests_[r.index].sampling, r.rng);
   }
   return tokens;
 }
@@ -114,6 +120,7 @@ void GenerationState::accept(const std::vector<int>& members, const std::vector<
                members.size());
   const int vocab = config_.vocab_size;
   const auto now = Clock::now();
+  if (logits && options_.return_input_logprobs) record_input_logprobs(members, *logits);
   for (size_t b = 0; b < members.size(); ++b) {
     if (tokens[b] < 0) continue;
     Running& r = running_[members[b]];
@@ -126,7 +133,7 @@ void GenerationState::accept(const std::vector<int>& members, const std::vector<
     auto& out = outputs_[r.index];
     out.output_ids.push_back(tokens[b]);
     if (options_.return_logits && logits) {
-      const float* row = logits->row(static_cast<int64_t>(b));
+      const float* row = logits->row(rows_[b].last());
       out.logits.emplace_back(row, row + vocab);
     }
     r.tokens.push_back(tokens[b]);
@@ -140,6 +147,30 @@ void GenerationState::accept(const std::vector<int>& members, const std::vector<
     }
   }
   note_progress();
+}
+
+// Row j of a member's logits predicts its token prefix + j + 1; those still in the prompt are
+// scored. The log-softmax is summed in double: perplexity adds up thousands of these.
+void GenerationState::record_input_logprobs(const std::vector<int>& members, const Tensor& logits) {
+  const int vocab = config_.vocab_size;
+  STRATA_CHECK(logits.dim(1) == vocab, "logits have {} columns for a vocabulary of {}",
+               logits.dim(1), vocab);
+  for (size_t b = 0; b < members.size(); ++b) {
+    const Running& r = running_[members[b]];
+    const Rows& rows = rows_[b];
+    STRATA_CHECK(rows.last() < logits.dim(0), "logits have {} rows; request {} needs row {}",
+                 logits.dim(0), r.index, rows.last());
+    auto& out = outputs_[r.index].input_logprobs;
+    for (int j = 0; j < rows.count; ++j) {
+      const int target = rows.prefix + j + 1;
+      if (target >= r.prompt_len) break;
+      const float* row = logits.row(rows.first + j);
+      const float mx = *std::max_element(row, row + vocab);
+      double sum = 0;
+      for (int v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
+      out.push_back(static_cast<double>(row[r.tokens[target]]) - mx - std::log(sum));
+    }
+  }
 }
 
 void GenerationState::note_progress() {

@@ -63,8 +63,18 @@ class GenerationState {
     std::chrono::steady_clock::time_point last_token_at{};  // when its last token was accepted
     bool prefilling() const { return !done && cached < prompt_len; }
   };
+  // Where each member of the batch next_batch built last sits in that pass's logits: its
+  // first row, its new tokens, and the tokens cached before them. One row per member unless
+  // the pass returns all logits (return_input_logprobs). sample() and accept() follow the
+  // next_batch() of their pass on the stage that has logits (the last), so they read these.
+  struct Rows {
+    int first = 0, count = 1, prefix = 0;
+    int last() const { return first + count - 1; }  // the row its next token is sampled from
+  };
+  std::vector<Rows> rows_;
   void add_extend(ForwardBatch& batch, Running& r, int n);
   void release_all();
+  void record_input_logprobs(const std::vector<int>& members, const Tensor& logits);
   bool is_stop(const SamplingParams& p, int token) const;
   void note_progress();
 

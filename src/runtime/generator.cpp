@@ -64,7 +64,7 @@ std::vector<GenerateOutput> generate(ModelRunner& runner,
   // per request. Groups take turns, as the pipeline's micro-batches do.
   // Greedy requests without logits returned need only the argmax, which the runner computes
   // where the logits are (on a GPU: no logits copied back).
-  bool argmax_only = !options.return_logits;
+  bool argmax_only = !options.return_logits && !options.return_input_logprobs;
   for (const auto& r : requests)
     argmax_only = argmax_only && (r.sampling.temperature == 0.0f || r.sampling.top_k == 1);
   std::vector<int> members;

@@ -20,6 +20,9 @@ struct GenerateOutput {
   std::vector<int> output_ids;
   std::vector<std::vector<float>> logits;  // with return_logits: the row that chose each output
   std::string finish_reason;               // "length" | "stop"
+  // With return_input_logprobs: log p(prompt[k] | prompt[0..k)) for k = 1 .. prompt length - 1
+  // (the first prompt token has nothing before it), from the prefill passes' logits.
+  std::vector<double> input_logprobs;
 };
 
 // Wall time of one generate call. Prefill ends when no request still reads its prompt; the
@@ -37,6 +40,9 @@ struct GenerateStats {
 struct GenerateOptions {
   int chunked_prefill_size = 0;  // > 0: feed each prompt in pieces of at most this many tokens
   bool return_logits = false;
+  // Scoring (`strata perplexity`): prefill passes return the logits of every prompt token (not
+  // only each request's last) and each output gets the prompt's input_logprobs.
+  bool return_input_logprobs = false;
   // The requests split into this many groups that take turns through the model, each its own
   // batch (as pipeline micro-batches do). 0: one group; pipelined: one per stage.
   int micro_batches = 0;

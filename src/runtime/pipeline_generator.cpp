@@ -72,7 +72,7 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
   transport.reserve(int64_t{max_tokens} * runner.config().hidden_size, max_batch);
   // Greedy requests without logits returned need only the argmax, which the last stage
   // computes where its logits are (on a GPU: no logits copied back), as generate() does.
-  bool argmax_only = !options.return_logits;
+  bool argmax_only = !options.return_logits && !options.return_input_logprobs;
   for (const auto& r : requests)
     argmax_only = argmax_only && (r.sampling.temperature == 0.0f || r.sampling.top_k == 1);
   // A micro-batch whose ids this stage still has to receive from the last stage.
