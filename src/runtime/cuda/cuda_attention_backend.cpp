@@ -13,7 +13,8 @@ CudaAttentionBackend::CudaAttentionBackend(DeviceKVPool* pool, const ReqToTokenP
       stream_(stream),
       max_requests_(host_table->max_requests()),
       max_context_len_(host_table->max_context_len()) {
-  const size_t table_bytes = static_cast<size_t>(max_requests) * max_context_len * sizeof(int32_t);
+  const size_t table_bytes =
+      static_cast<size_t>(max_requests_) * max_context_len_ * sizeof(int32_t);
   req_to_token_.ensure(table_bytes);
   STRATA_CUDA_CHECK(cudaMemset(req_to_token_.data(), 0, table_bytes));
   for (int id : pool_->layer_ids()) max_lv_ = std::max(max_lv_, pool_->layout(id).v_head_dim);
