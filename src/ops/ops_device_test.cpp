@@ -22,15 +22,15 @@
 namespace strata::ops_test {
 namespace {
 
-// One CudaOps for the whole binary (a cuBLAS handle per test would dominate the run time).
+// One CudaOps for the whole binary (a cuBLAS handle per test would dominate the run time),
+// never destroyed: destroying cuBLAS after the CUDA runtime has shut down at exit may crash.
 CudaOps& cuda_ops() {
-  static cudaStream_t stream = [] {
+  static CudaOps* ops = [] {
     cudaStream_t s;
     STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    return s;
+    return new CudaOps(0, s);
   }();
-  static CudaOps ops(0, stream);
-  return ops;
+  return *ops;
 }
 
 bool skip_without_gpu(std::string* why) {
@@ -126,6 +126,12 @@ TEST(OpsDeviceArena, StableAddressesAndGrowth) {
     EXPECT_EQ(ops.empty({10, 10}).raw(), a.raw());
     EXPECT_EQ(ops.empty({3}, DType::BF16).raw(), b.raw());
     EXPECT_NE(weight.raw(), a.raw());
+    // A pass's inputs go into workspace tensors with write().
+    Tensor host_ids({3}, DType::I32);
+    for (int i = 0; i < 3; ++i) host_ids.ptr<int32_t>()[i] = 40 + i;
+    Tensor ids = ops.empty({3}, DType::I32);
+    ops.write(host_ids, ids);
+    EXPECT_EQ(ops.to_host(ids).ptr<int32_t>()[2], 42);
     // 8 MiB in a 1 MiB arena: served from an overflow allocation, usable at once.
     Tensor big = ops.empty({int64_t{2} << 20});
     ops.fill(big, 1.5f);

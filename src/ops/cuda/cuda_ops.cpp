@@ -83,7 +83,7 @@ void* CudaOps::device_alloc(size_t bytes, const char* what) {
 
 void CudaOps::begin_pass() {
   grew_ = false;
-  const size_t need = in_pass_ ? pass_bytes_ : 0;
+  const size_t need = pass_bytes_;  // counted inside passes only, end_pass() or not
   if (!overflow_.empty() || need > capacity_) {
     STRATA_CHECK(!capturing(), "begin_pass while capturing, after a pass that overflowed");
     // The previous pass's kernels may still read the overflow and the old arena.
@@ -164,6 +164,29 @@ Tensor CudaOps::upload(const Tensor& host, DType dtype) {
     STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   return Tensor::view(p, host.shape(), dtype, device(), std::move(owner));
+}
+
+void CudaOps::write(const Tensor& src, Tensor& dst) {
+  STRATA_CHECK(
+      src.on_host() && dst.device() == device() && same_view(src, dst) &&
+          (src.dtype() == dst.dtype() || (src.dtype() == DType::F32 && dst.dtype() == DType::BF16)),
+      "write {} into {}", src.describe(), dst.describe());
+  STRATA_CHECK(!capturing(), "write of {} into {} while the stream is being captured",
+               src.describe(), dst.describe());
+  const Tensor c = src.contiguous() ? src : src.clone();
+  const int64_t rows = c.rows(), cols = c.cols();
+  if (rows * cols == 0) return;
+  std::vector<uint16_t> converted;
+  const void* bytes = c.raw();
+  if (c.dtype() != dst.dtype()) {
+    converted.resize(rows * cols);
+    for (int64_t i = 0; i < rows * cols; ++i) converted[i] = f32_to_bf16(c.ptr<float>()[i]);
+    bytes = converted.data();
+  }
+  const size_t es = dtype_size(dst.dtype());
+  // From pageable memory the copy returns once the source is staged: `converted` may go.
+  STRATA_CUDA_CHECK(cudaMemcpy2DAsync(dst.raw(), dst.row_stride() * es, bytes, cols * es, cols * es,
+                                      rows, cudaMemcpyHostToDevice, stream_));
 }
 
 Tensor CudaOps::to_host(const Tensor& t) {

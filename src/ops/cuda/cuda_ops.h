@@ -55,6 +55,11 @@ class CudaOps : public Ops {
   size_t high_water() const { return high_water_; }
   // A persistent zero-initialized device tensor, owned by the returned tensor.
   Tensor allocate(std::vector<int64_t> shape, DType dtype);
+  // dst = host tensor `src` (same rows x cols; its dtype, or f32 into bf16), queued on the
+  // stream: how a runner puts a pass's inputs (ids, positions) into workspace tensors. Returns
+  // once `src` may be reused (pageable memory is staged). Refused while capturing: a graph
+  // runner writes its inputs before it replays.
+  void write(const Tensor& src, Tensor& dst);
   cudaStream_t stream() const { return stream_; }
   int gpu() const { return gpu_; }
   const cuda::Blas& blas() const { return *blas_; }
