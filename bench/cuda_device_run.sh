@@ -20,6 +20,9 @@ export LD_LIBRARY_PATH=$PWD/.devtree/gpu/bundle/lib:/usr/local/cuda/lib64:${LD_L
 data_path=$(cat .devtree/gpu/bundle/test_data_path)
 mkdir -p "$(dirname "$data_path")"
 [ -e "$data_path" ] || ln -sfn "$PWD/tests/data" "$data_path"
+binary_path=$(cat .devtree/gpu/bundle/strata_binary_path)
+mkdir -p "$(dirname "$binary_path")"
+[ -e "$binary_path" ] || ln -sfn "$PWD/$bin/strata" "$binary_path"
 tests_bin=$bin/strata_tests
 
 if [ "$what" = tests ] || [ "$what" = all ]; then

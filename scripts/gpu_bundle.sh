@@ -18,13 +18,15 @@ out=.devtree/gpu
 rm -rf "$out/bundle"
 mkdir -p "$out/bundle/bin" "$out/bundle/lib"
 cp build-cuda/strata build-cuda/tests/strata_tests "$out/bundle/bin/"
-cp build-cuda/bench/strata_attention_bench "$out/bundle/bin/" 2>/dev/null || true
+cp build-cuda/strata_attention_bench "$out/bundle/bin/"
 # The fixture path the test binary has compiled in: the run script links the carried
 # tests/data there.
 echo "$PWD/tests/data" >"$out/bundle/test_data_path"
+# ... and the strata binary's, which CLI tests run.
+echo "$PWD/build-cuda/strata" >"$out/bundle/strata_binary_path"
 # Libraries the GPU machine lacks: every resolved dependency except the C runtime, the
 # compiler's runtime and CUDA's own (the machine has its driver and toolkit).
-skip='^(libc|libm|libdl|librt|libpthread|ld-linux|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia)'
+skip='^(libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|ld-linux|libstdc\+\+|libgcc_s|libcuda\.so|libcudart|libcublas|libnccl|libnvidia)'
 for bin in "$out"/bundle/bin/*; do
   ldd "$bin" | awk '/=> \//{print $1, $3}'
 done | sort -u | while read -r name path; do

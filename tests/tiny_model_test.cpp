@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "runtime/device_executor.h"
+#include "runtime/stage_device.h"
 #include "runtime/perplexity.h"
 #include "server_harness.h"
 #include "test_util.h"

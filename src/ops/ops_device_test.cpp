@@ -123,8 +123,10 @@ TEST(OpsDeviceArena, StableAddressesAndGrowth) {
     const uint64_t gen0 = ops.arena_generation();
     Tensor a = ops.empty({10, 10}), b = ops.empty({3}, DType::BF16);
     ops.begin_pass();
-    EXPECT_EQ(ops.empty({10, 10}).raw(), a.raw());
-    EXPECT_EQ(ops.empty({3}, DType::BF16).raw(), b.raw());
+    // The same requests with the same lifetimes get the same blocks (first fit, in order).
+    const Tensor a_again = ops.empty({10, 10}), b_again = ops.empty({3}, DType::BF16);
+    EXPECT_EQ(a_again.raw(), a.raw());
+    EXPECT_EQ(b_again.raw(), b.raw());
     EXPECT_NE(weight.raw(), a.raw());
     // A pass's inputs go into workspace tensors with write().
     Tensor host_ids({3}, DType::I32);

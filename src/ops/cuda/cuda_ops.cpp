@@ -1,5 +1,8 @@
 #include "ops/cuda/cuda_ops.h"
 
+#include <map>
+#include <optional>
+
 #include <algorithm>
 #include <cstring>
 
@@ -47,8 +50,49 @@ bool same_view(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+// First fit over the arena's free blocks, lowest address first: deterministic, so the same
+// sequence of requests and releases gives the same offsets (what graph capture relies on).
+struct CudaOps::ArenaBlocks {
+  std::map<size_t, size_t> free;  // offset -> bytes, coalesced
+  uint64_t epoch = 0;             // bumped by every reset: releases from older passes are void
+  size_t peak = 0;                // highest end offset in use during this pass
+
+  void reset(size_t capacity) {
+    free.clear();
+    if (capacity > 0) free[0] = capacity;
+    ++epoch;
+    peak = 0;
+  }
+  std::optional<size_t> take(size_t bytes) {
+    for (auto it = free.begin(); it != free.end(); ++it) {
+      if (it->second < bytes) continue;
+      const size_t off = it->first, left = it->second - bytes;
+      free.erase(it);
+      if (left > 0) free[off + bytes] = left;
+      peak = std::max(peak, off + bytes);
+      return off;
+    }
+    return std::nullopt;
+  }
+  void give(size_t off, size_t bytes) {
+    auto next = free.lower_bound(off);
+    if (next != free.end() && off + bytes == next->first) {
+      bytes += next->second;
+      next = free.erase(next);
+    }
+    if (next != free.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == off) {
+        prev->second += bytes;
+        return;
+      }
+    }
+    free[off] = bytes;
+  }
+};
+
 CudaOps::CudaOps(int gpu_id, cudaStream_t stream, size_t arena_bytes)
-    : gpu_(gpu_id), stream_(stream) {
+    : gpu_(gpu_id), stream_(stream), blocks_(std::make_shared<ArenaBlocks>()) {
   STRATA_CUDA_CHECK(cudaSetDevice(gpu_id));
   blas_ = std::make_unique<cuda::Blas>(stream);
   if (arena_bytes > 0) {
@@ -59,7 +103,6 @@ CudaOps::CudaOps(int gpu_id, cudaStream_t stream, size_t arena_bytes)
 
 CudaOps::~CudaOps() {
   cudaStreamSynchronize(stream_);  // no throwing from a destructor: errors are ignored here
-  for (void* p : overflow_) cudaFree(p);
   if (arena_) cudaFree(arena_);
 }
 
@@ -84,13 +127,11 @@ void* CudaOps::device_alloc(size_t bytes, const char* what) {
 void CudaOps::begin_pass() {
   grew_ = false;
   const size_t need = pass_bytes_;  // counted inside passes only, end_pass() or not
-  if (!overflow_.empty() || need > capacity_) {
+  if (need > capacity_) {
     STRATA_CHECK(!capturing(), "begin_pass while capturing, after a pass that overflowed");
-    // The previous pass's kernels may still read the overflow and the old arena.
+    // The previous pass's kernels may still read the old arena.
     STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    for (void* p : overflow_) STRATA_CUDA_CHECK(cudaFree(p));
-    overflow_.clear();
-    if (need > capacity_) {
+    {
       if (arena_) STRATA_CUDA_CHECK(cudaFree(arena_));
       arena_ = nullptr;
       capacity_ = align_up(need, kArenaGranule);
@@ -101,6 +142,8 @@ void CudaOps::begin_pass() {
   }
   offset_ = 0;
   pass_bytes_ = 0;
+  overflow_bytes_ = overflow_peak_ = 0;
+  blocks_->reset(capacity_);
   in_pass_ = true;
 }
 
@@ -114,6 +157,7 @@ void CudaOps::reserve(size_t bytes) {
   arena_ = device_alloc(capacity_, "the workspace arena");
   ++generation_;
   grew_ = true;
+  blocks_->reset(capacity_);
 }
 
 Tensor CudaOps::allocate(std::vector<int64_t> shape, DType dtype) {
@@ -128,17 +172,38 @@ Tensor CudaOps::empty(std::vector<int64_t> shape, DType dtype) {
   if (!in_pass_) return allocate(std::move(shape), dtype);
   const size_t bytes =
       align_up(std::max<size_t>(Tensor::view(nullptr, shape, dtype, device()).bytes(), 1), kAlign);
-  pass_bytes_ += bytes;
-  high_water_ = std::max(high_water_, pass_bytes_);
   void* p;
-  if (offset_ + bytes <= capacity_) {
-    p = static_cast<char*>(arena_) + offset_;
-    offset_ += bytes;
+  std::shared_ptr<void> owner;
+  if (const auto off = blocks_->take(bytes)) {
+    p = static_cast<char*>(arena_) + *off;
+    // The block goes back when the last view of this tensor dies (in this pass only).
+    owner = std::shared_ptr<void>(p, [w = std::weak_ptr<ArenaBlocks>(blocks_),
+                                      epoch = blocks_->epoch, off = *off, bytes](void*) {
+      if (auto b = w.lock(); b && b->epoch == epoch) b->give(off, bytes);
+    });
   } else {
-    p = device_alloc(bytes, "workspace past the arena");
-    overflow_.push_back(p);
+    // Past the arena: a stream-ordered allocation, given back (stream-ordered too) when the
+    // tensor dies, so that a pass that outgrows the arena still reuses its layers' scratch.
+    if (capturing())
+      fail(
+          "CudaOps on cuda:{}: workspace past the arena needs {} bytes while the stream is being "
+          "captured into a CUDA graph; run this shape uncaptured first (the arena grows to fit "
+          "at the next begin_pass)",
+          gpu_, bytes);
+    STRATA_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream_));
+    overflow_bytes_ += bytes;
+    overflow_peak_ = std::max(overflow_peak_, overflow_bytes_);
+    owner = std::shared_ptr<void>(p, [w = std::weak_ptr<ArenaBlocks>(blocks_), this, bytes,
+                                      epoch = blocks_->epoch, stream = stream_](void* q) {
+      cudaFreeAsync(q, stream);  // no throwing from a deleter: an error shows at the next call
+      // `this` lives while blocks_ does; only this pass's spill counts towards its need.
+      if (auto b = w.lock(); b && b->epoch == epoch) overflow_bytes_ -= bytes;
+    });
   }
-  return Tensor::view(p, std::move(shape), dtype, device());
+  // What an arena without overflow would have needed: its peak plus the most that spilled.
+  pass_bytes_ = std::max(pass_bytes_, blocks_->peak + overflow_peak_);
+  high_water_ = std::max(high_water_, pass_bytes_);
+  return Tensor::view(p, std::move(shape), dtype, device(), std::move(owner));
 }
 
 Tensor CudaOps::upload(const Tensor& host, DType dtype) {

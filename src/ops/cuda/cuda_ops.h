@@ -107,11 +107,17 @@ class CudaOps : public Ops {
   int gpu_;
   cudaStream_t stream_;
   std::unique_ptr<cuda::Blas> blas_;
+  // The arena's free blocks, shared with the tensors empty() hands out: a tensor gives its
+  // block back when its last view dies, so a pass reuses a layer's scratch for the next layer
+  // (a bump allocation would hold every layer's activations at once).
+  struct ArenaBlocks;
+  std::shared_ptr<ArenaBlocks> blocks_;
   void* arena_ = nullptr;
   size_t capacity_ = 0, offset_ = 0;  // bytes
   size_t pass_bytes_ = 0;             // this pass's need: arena and overflow
+  size_t overflow_bytes_ = 0;         // this pass's live allocations past the arena
+  size_t overflow_peak_ = 0;          // their most during this pass
   size_t high_water_ = 0, last_pass_need_ = 0;
-  std::vector<void*> overflow_;  // this pass's allocations past the arena
   bool in_pass_ = false, grew_ = false;
   uint64_t generation_ = 0;
 };
