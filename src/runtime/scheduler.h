@@ -141,6 +141,7 @@ class Scheduler {
   uint64_t admissions_ = 0;
   double new_token_ratio_;
   SchedulerStats totals_;
+  std::vector<float> adjusted_;  // a request's logits row after adjust_logits()
 };
 
 // EOS ids of a model directory: config.json's eos_token_id and, where present,
