@@ -29,9 +29,12 @@ std::vector<int> ids_of(const json& choice) {
 }
 
 std::unique_ptr<Harness> text_harness(ServerOptions so = {},
-                                      const std::string& tokenizer = test::tiny_tokenizer_dir()) {
-  return std::make_unique<Harness>("llama", test::harness_runner_options(4096, 16),
-                                   SchedulerOptions{}, tokenizer, "llama", std::move(so));
+                                      const std::string& tokenizer = test::tiny_tokenizer_dir(),
+                                      int context_length = 0) {
+  RunnerOptions ro = test::harness_runner_options(4096, 16);
+  if (context_length > 0) ro.max_context_len = context_length;
+  return std::make_unique<Harness>("llama", ro, SchedulerOptions{}, tokenizer, "llama",
+                                   std::move(so));
 }
 
 }  // namespace
@@ -41,11 +44,10 @@ TEST(ServerApi, FieldsSdksAddAreIgnoredAndWrongTypesOfKnownOnesAreNot) {
   json body = completion({4, 5, 6}, 3);
   const auto [plain_status, plain] = h.post("/v1/completions", body);
   ASSERT_EQ(plain_status, 200) << plain.dump();
-  for (const auto& [k, v] : json::parse(R"({"parallel_tool_calls": false, "metadata": {"a": "b"},
+  const json added = json::parse(R"({"parallel_tool_calls": false, "metadata": {"a": "b"},
       "store": false, "reasoning_effort": "low", "service_tier": "auto", "user": "me",
-      "some_new_sdk_field": {"x": [1]}})")
-                                .items())
-    body[k] = v;
+      "some_new_sdk_field": {"x": [1]}})");
+  for (const auto& [k, v] : added.items()) body[k] = v;
   const auto [status, reply] = h.post("/v1/completions", body);
   ASSERT_EQ(status, 200) << reply.dump();
   EXPECT_EQ(ids_of(reply["choices"][0]), ids_of(plain["choices"][0]));
@@ -72,7 +74,9 @@ TEST(ServerApi, FieldsSdksAddAreIgnoredAndWrongTypesOfKnownOnesAreNot) {
            {R"({"prompt": [1], "min_tokens": 30, "max_tokens": 5})", ""}}) {
     const auto [s, e] = h.post("/v1/completions", bad);
     EXPECT_EQ(s, 400) << bad << " -> " << e.dump();
-    if (!field.empty()) EXPECT_EQ(e["error"]["param"], field) << bad << " -> " << e.dump();
+    if (!field.empty()) {
+      EXPECT_EQ(e["error"]["param"], field) << bad << " -> " << e.dump();
+    }
   }
 }
 
@@ -334,12 +338,17 @@ TEST(ServerApi, ToolsAreRenderedThroughTheChatTemplate) {
   config["chat_template"] = json::parse(std::ifstream(
       std::string(STRATA_TOKENIZER_DATA) + "/qwen3/tokenizer_config.json"))["chat_template"];
   std::ofstream(dir / "tokenizer_config.json") << config.dump();
-  auto h = text_harness({}, dir.string());
-  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
-      "description": "Weather in a city", "parameters": {"type": "object", "properties":
-      {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  auto h = text_harness({}, dir.string(), 1024);  // Qwen3's tool prompt is ~400 tokens
+  // Sent as text: a json object's dump would sort the keys before the server saw them.
+  const std::string tools_text =
+      R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather in )"
+      R"(a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, )"
+      R"("required": ["city"]}}}])";
+  const auto [s1, with] = h->post(
+      "/tokenize", R"({"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": )" +
+                       tools_text + "}");
+  const json tools = json::parse(tools_text);  // (sorted keys) where the order does not matter
   const json messages = {{{"role", "user"}, {"content", "Weather in Paris?"}}};
-  const auto [s1, with] = h->post("/tokenize", json{{"messages", messages}, {"tools", tools}});
   ASSERT_EQ(s1, 200) << with.dump();
   const std::string prompt = h->codec()->decode(with["tokens"], false);
   EXPECT_NE(prompt.find("<tool_call>"), std::string::npos) << prompt;
@@ -351,7 +360,9 @@ TEST(ServerApi, ToolsAreRenderedThroughTheChatTemplate) {
       << prompt;
 
   json chat = {{"messages", messages}, {"tools", tools}, {"max_tokens", 4}, {"temperature", 0}};
-  const auto [s2, answer] = h->post("/v1/chat/completions", chat);
+  nlohmann::ordered_json ordered_chat = nlohmann::ordered_json::parse(chat.dump());
+  ordered_chat["tools"] = nlohmann::ordered_json::parse(tools_text);
+  const auto [s2, answer] = h->post("/v1/chat/completions", ordered_chat.dump());
   ASSERT_EQ(s2, 200) << answer.dump();
   EXPECT_EQ(answer["usage"]["prompt_tokens"], with["count"]);
   EXPECT_EQ(answer["choices"][0]["message"]["role"], "assistant");
@@ -367,7 +378,7 @@ TEST(ServerApi, ToolsAreRenderedThroughTheChatTemplate) {
   json history = messages;
   history.push_back(
       {{"role", "assistant"},
-       {"content", nullptr},
+       {"content", ""},  // Qwen3's template, like Python, cannot search None
        {"tool_calls",
         {{{"id", "call_1"},
           {"type", "function"},
