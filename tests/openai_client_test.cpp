@@ -30,6 +30,7 @@ TEST(OpenAiClient, DrivesCompletionsAndChatStreamedAndNot) {
   const json chat = test::generate_text("llama", "--chat", "Hello! Who are you?", kTokens);
   ASSERT_TRUE(completion.is_object() && chat.is_object());
   const json expected = {{"model", "tiny-llama"},
+                         {"api_key", "strata-test-key"},
                          {"max_tokens", kTokens},
                          {"prompt", "The quick brown fox"},
                          {"completion", completion["text"]},
@@ -41,7 +42,8 @@ TEST(OpenAiClient, DrivesCompletionsAndChatStreamedAndNot) {
 
   test::ServeProcess serve("--model " + test::fixture_dir("llama") + " --tokenizer-path " +
                            test::tiny_tokenizer_dir() +
-                           " --served-model-name tiny-llama --threads 2 --context-length 256");
+                           " --served-model-name tiny-llama --threads 2 --context-length 256"
+                           " --api-key strata-test-key --tool-call-parser hermes");
   const int port = serve.port();
   ASSERT_GT(port, 0) << serve.log();
   std::string out, err;

@@ -31,15 +31,11 @@ json generate_text(const std::string& fixture, const std::string& flag, const st
   return json::parse(out, nullptr, false);
 }
 
-namespace {
-
 RunnerOptions harness_runner_options(int64_t max_total_tokens, int max_running) {
   RunnerOptions ro = default_options(1, max_running);
   ro.max_total_tokens = max_total_tokens;
   return ro;
 }
-
-}  // namespace
 
 Harness::Harness(SchedulerOptions sched, int64_t max_total_tokens, int max_running,
                  const std::string& fixture, const std::string& tokenizer)
@@ -48,7 +44,7 @@ Harness::Harness(SchedulerOptions sched, int64_t max_total_tokens, int max_runni
 
 Harness::Harness(const std::string& fixture, const RunnerOptions& runner,
                  const SchedulerOptions& sched, const std::string& tokenizer,
-                 const std::string& served_name)
+                 const std::string& served_name, ServerOptions so)
     : config_(ModelConfig::load(fixture_dir(fixture))) {
   if (!tokenizer.empty()) codec_ = TokenizerCodec::load(tokenizer);
   runner_ = std::make_unique<ModelRunner>(config_, runner);
@@ -58,7 +54,6 @@ Harness::Harness(const std::string& fixture, const RunnerOptions& runner,
     scheduler_->set_detokenizer([codec](bool skip) { return codec->stream(skip); });
   }
   engine_ = std::make_unique<Engine>(*scheduler_, metrics_);
-  ServerOptions so;
   so.port = 0;
   so.served_model_name = served_name.empty() ? fixture : served_name;
   so.http_threads = 300;

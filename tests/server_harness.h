@@ -24,6 +24,9 @@ std::string tiny_tokenizer_dir();
 json generate_text(const std::string& fixture, const std::string& flag, const std::string& text,
                    int max_new_tokens);
 
+// The runner options of the first constructor (1 thread, the KV size and running requests).
+RunnerOptions harness_runner_options(int64_t max_total_tokens, int max_running);
+
 class Harness {
  public:
   // `tokenizer`: a directory with tokenizer.json, loaded as `strata serve --tokenizer-path`
@@ -32,9 +35,10 @@ class Harness {
                    int max_running = 16, const std::string& fixture = "llama",
                    const std::string& tokenizer = "");
   // Any runner options (page size, state-pool slots, ...); served as `served_name` (default:
-  // the fixture's name).
+  // the fixture's name), with any server options (api key, CORS; its port is always 0).
   Harness(const std::string& fixture, const RunnerOptions& runner, const SchedulerOptions& sched,
-          const std::string& tokenizer = "", const std::string& served_name = "");
+          const std::string& tokenizer = "", const std::string& served_name = "",
+          ServerOptions server = {});
   ~Harness();
   ModelRunner& runner() { return *runner_; }
   const TokenizerCodec* codec() const { return codec_.get(); }

@@ -34,7 +34,7 @@ void ModelFlags::add_to(CLI::App& app) {
   app.add_option("--threads", threads, "CPU threads (0: all cores)");
   app.add_option("--context-length", context_length, "maximum tokens per request (0: from config)");
   app.add_option("--max-total-tokens", max_total_tokens, "KV cache size in tokens (0: derived)");
-  app.add_option("--seed", seed, "random seed (sampling, dummy weights)");
+  app.add_option("--seed,--random-seed", seed, "random seed (sampling, dummy weights)");
   app.add_option("--max-mamba-cache-size", max_mamba_cache_size,
                  "recurrent (Mamba) state slots in all: running requests and the prefix cache's "
                  "snapshots (0: --max-running-requests, 2x that when serving with the prefix "

@@ -13,9 +13,11 @@
 #include "cli/commands.h"
 #include "cli/common_flags.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "runtime/scheduler.h"
 #include "server/http_server.h"
 #include "server/tokenizer_codec.h"
+#include "server/tool_calls.h"
 
 namespace strata::cli {
 
@@ -33,7 +35,30 @@ struct ServeFlags {
   bool disable_radix_cache = false;
   double schedule_conservativeness = 1.0;
   int http_threads = 256;
+  std::string api_key;
+  std::vector<std::string> allowed_origins;
+  std::string log_level = "info";
+  bool log_requests = false;
+  bool enable_metrics = false;     // accepted: /metrics is always served
+  bool trust_remote_code = false;  // accepted: strata runs no code from model directories
+  std::string tool_call_parser;
 };
+
+// --allowed-origins as vLLM spells its value (a JSON list, '["*"]') or as plain origins.
+std::vector<std::string> origins(const std::vector<std::string>& given) {
+  std::vector<std::string> out;
+  for (const auto& g : given) {
+    if (!g.empty() && g.front() == '[') {
+      const json list = json::parse(g, nullptr, false);
+      if (list.is_array())
+        for (const auto& o : list)
+          if (o.is_string()) out.push_back(o.get<std::string>());
+      continue;
+    }
+    out.push_back(g);
+  }
+  return out;
+}
 
 std::vector<std::string> serve_problems(const ServeFlags& f) {
   std::vector<std::string> problems;
@@ -53,6 +78,17 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
     problems.push_back(
         "--mamba-radix-cache-strategy extra_buffer keeps state checkpoints for the prefix cache, "
         "which --disable-radix-cache turns off: drop one of the two flags");
+  if (!log::set_level(f.log_level))
+    problems.push_back(fmt::format(
+        "--log-level must be one of debug, info, warning, error; got '{}'", f.log_level));
+  if (!f.tool_call_parser.empty() && !tool_call_format_known(f.tool_call_parser))
+    problems.push_back(
+        fmt::format("--tool-call-parser '{}' is not one strata parses; use one of {}",
+                    f.tool_call_parser, tool_call_formats()));
+  for (const auto& g : f.allowed_origins)
+    if (!g.empty() && g.front() == '[' && !json::parse(g, nullptr, false).is_array())
+      problems.push_back(
+          fmt::format("--allowed-origins '{}' is not a JSON list; give origins, or '[\"*\"]'", g));
   if (f.http_threads < 4 || f.http_threads > 4096)
     problems.push_back(fmt::format("--http-threads must be in 4..4096, got {}", f.http_threads));
   return problems;
@@ -135,6 +171,28 @@ int run(const ServeFlags& f) {
   so.host = f.host;
   so.port = f.port;
   so.http_threads = f.http_threads;
+  so.api_key = f.api_key;
+  so.allowed_origins = origins(f.allowed_origins);
+  so.log_requests = f.log_requests;
+  so.tool_call_parser = f.tool_call_parser;
+  so.server_args = {{"model_path", f.model.model},
+                    {"tokenizer_path", f.tokenizer_path.empty() ? f.model.model : f.tokenizer_path},
+                    {"host", f.host},
+                    {"port", f.port},
+                    {"device", f.model.device},
+                    {"page_size", f.model.page_size},
+                    {"max_running_requests", f.max_running_requests},
+                    {"max_total_tokens", f.model.max_total_tokens},
+                    {"chunked_prefill_size", f.chunked_prefill_size},
+                    {"enable_mixed_chunk", f.enable_mixed_chunk},
+                    {"disable_radix_cache", f.disable_radix_cache},
+                    {"schedule_conservativeness", f.schedule_conservativeness},
+                    {"random_seed", f.model.seed},
+                    {"log_level", f.log_level},
+                    {"log_requests", f.log_requests},
+                    {"api_key_set", !f.api_key.empty()},
+                    {"allowed_origins", so.allowed_origins},
+                    {"tool_call_parser", f.tool_call_parser}};
   so.served_model_name =
       !f.served_model_name.empty()
           ? f.served_model_name
@@ -144,7 +202,18 @@ int run(const ServeFlags& f) {
   // A taken port or a foreign address is reported now, not after the weights load.
   HttpServer::check_can_listen(so.host, so.port);
   ServerMetrics metrics;
+  log::info("loading {} ({}, {} layers, vocab {}) on {}{}", f.model.model, config.architecture,
+            config.num_layers, config.vocab_size, f.model.device,
+            f.model.load_format == "dummy" ? ", dummy weights" : "");
+  const auto load_start = std::chrono::steady_clock::now();
   ModelRunner runner(config, options);
+  log::info(
+      "weights loaded in {:.1f} s; KV cache of {} tokens ({} pages of {}), context length {}, "
+      "at most {} running requests",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count(),
+      runner.memory().allocator().usable_pages() * runner.memory().allocator().page_size(),
+      runner.memory().allocator().usable_pages(), runner.memory().allocator().page_size(),
+      runner.max_context_len(), f.max_running_requests);
   Scheduler scheduler(runner, sched);
   if (codec) scheduler.set_detokenizer([&codec](bool skip) { return codec->stream(skip); });
   auto engine = std::make_unique<Engine>(scheduler, metrics);
@@ -200,6 +269,22 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "> 1 keeps more memory for running requests; < 1 admits more");
   cmd->add_option("--http-threads", flags->http_threads,
                   "connections served at once (each open stream holds one)");
+  cmd->add_option("--api-key", flags->api_key,
+                  "clients must send 'Authorization: Bearer KEY' (all routes but /health, "
+                  "/health_generate, /metrics)");
+  cmd->add_option("--allowed-origins", flags->allowed_origins,
+                  "CORS: origins browsers may call from ('*': any; vLLM's JSON list too); "
+                  "default: none");
+  cmd->add_option("--log-level", flags->log_level, "debug | info | warning | error");
+  cmd->add_flag("--log-requests", flags->log_requests,
+                "log every request (method, path, status, body) at info level");
+  cmd->add_flag("--enable-metrics", flags->enable_metrics,
+                "accepted for SGLang's scripts: GET /metrics is always served");
+  cmd->add_flag("--trust-remote-code", flags->trust_remote_code,
+                "accepted for SGLang's scripts: strata runs no code from model directories");
+  cmd->add_option("--tool-call-parser", flags->tool_call_parser,
+                  "how tool calls are read from the output: hermes | qwen25 | qwen | llama3 "
+                  "(default: from the chat template)");
   cmd->callback([flags, &exit_code]() { exit_code = run_command([&] { return run(*flags); }); });
 }
 

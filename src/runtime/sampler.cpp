@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/error.h"
@@ -17,6 +18,65 @@ void SamplingParams::validate() const {
     throw RequestError(fmt::format("top_p must be in (0, 1], got {}", top_p));
   if (max_new_tokens < 0)
     throw RequestError(fmt::format("max_new_tokens must be >= 0, got {}", max_new_tokens));
+  if (!(min_p >= 0.0f && min_p <= 1.0f))
+    throw RequestError(fmt::format("min_p must be in [0, 1], got {}", min_p));
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
+    throw RequestError(
+        fmt::format("presence_penalty must be in [-2, 2], got {}", presence_penalty));
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+    throw RequestError(
+        fmt::format("frequency_penalty must be in [-2, 2], got {}", frequency_penalty));
+  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))
+    throw RequestError(
+        fmt::format("repetition_penalty must be > 0 (1 disables it), got {}", repetition_penalty));
+  if (min_new_tokens < 0 || min_new_tokens > max_new_tokens)
+    throw RequestError(fmt::format("min_tokens must be in 0..max_tokens ({}), got {}",
+                                   max_new_tokens, min_new_tokens));
+  for (const auto& [token, bias] : logit_bias)
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      throw RequestError(
+          fmt::format("logit_bias of token {} must be in [-100, 100], got {}", token, bias));
+}
+
+bool SamplingParams::adjusts_logits() const {
+  return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f ||
+         min_new_tokens > 0 || !logit_bias.empty();
+}
+
+TokenCounts::TokenCounts(const std::vector<int>& prompt) : seen_(prompt.begin(), prompt.end()) {}
+
+void TokenCounts::add_output(int token) {
+  ++output_[token];
+  seen_.insert(token);
+  ++output_tokens_;
+}
+
+int TokenCounts::output_count(int token) const {
+  const auto it = output_.find(token);
+  return it == output_.end() ? 0 : it->second;
+}
+
+void adjust_logits(float* logits, int vocab, const SamplingParams& p, const TokenCounts& counts,
+                   const std::vector<int>& eos_ids) {
+  auto valid = [vocab](int t) { return t >= 0 && t < vocab; };
+  for (const auto& [token, bias] : p.logit_bias)
+    if (valid(token)) logits[token] += bias;
+  if (counts.output_tokens() < p.min_new_tokens) {
+    constexpr float kBanned = -std::numeric_limits<float>::infinity();
+    if (p.stop_at_eos)
+      for (int t : eos_ids)
+        if (valid(t)) logits[t] = kBanned;
+    for (int t : p.stop_token_ids)
+      if (valid(t)) logits[t] = kBanned;
+  }
+  if (p.repetition_penalty != 1.0f)
+    for (int t : counts.seen())
+      if (valid(t))
+        logits[t] =
+            logits[t] > 0 ? logits[t] / p.repetition_penalty : logits[t] * p.repetition_penalty;
+  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f)
+    for (const auto& [t, n] : counts.output())
+      if (valid(t)) logits[t] -= p.frequency_penalty * static_cast<float>(n) + p.presence_penalty;
 }
 
 int sample_token(const float* logits, int vocab, const SamplingParams& p, std::mt19937_64& rng) {
@@ -37,9 +97,15 @@ int sample_token(const float* logits, int vocab, const SamplingParams& p, std::m
   for (int i = 0; i < k; ++i)
     sum += probs[i] = std::exp((logits[idx[i]] - max_logit) / p.temperature);
   int keep = k;
+  if (p.min_p > 0.0f) {  // probs[0] is the most likely candidate's (unnormalized, as all are)
+    const double floor = p.min_p * probs[0];
+    keep = static_cast<int>(
+        std::find_if(probs.begin(), probs.end(), [&](double q) { return q < floor; }) -
+        probs.begin());
+  }
   if (p.top_p < 1.0f) {
     double cumulative = 0.0;
-    for (int i = 0; i < k; ++i) {
+    for (int i = 0; i < keep; ++i) {
       cumulative += probs[i] / sum;
       if (cumulative >= p.top_p) {
         keep = i + 1;

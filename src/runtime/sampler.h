@@ -1,9 +1,17 @@
 #pragma once
-// Token sampling from one row of logits: greedy (temperature 0), or temperature with top-k
-// and top-p (nucleus) filtering, driven by a per-request seeded generator so that a seed
-// reproduces its output whatever else is in the batch.
+// Token sampling from one row of logits, with one definition of every sampling control the
+// server offers. Per request: the parameters (SamplingParams) and the token counts its
+// penalties read (TokenCounts, updated as tokens are chosen). Per step: adjust_logits() turns
+// the model's logits into the request's (logit_bias, min_new_tokens, repetition / frequency /
+// presence penalties, in vLLM's order), then sample_token() picks greedily (temperature 0)
+// or at temperature after top-k, top-p and min-p filtering, driven by a per-request seeded
+// generator so that a seed reproduces its output whatever else is in the batch. Both steps
+// read only the row, the parameters and the counts, so they can move to a device as one
+// batched kernel over [batch, vocab] with the counts as per-request rows.
 #include <cstdint>
 #include <random>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -13,14 +21,53 @@ struct SamplingParams {
   float temperature = 0.0f;  // 0 = greedy
   int top_k = 0;             // 0 = off
   float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off; else drop tokens less likely than min_p x the most likely
+  // OpenAI's: subtracted from a token's logit, `frequency` x its count in the output so far,
+  // `presence` once if it occurs there. In [-2, 2].
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  // Hugging Face's (CTRL): a token of the prompt or the output has a positive logit divided
+  // by it, a negative one multiplied. 1 = off; > 0.
+  float repetition_penalty = 1.0f;
+  // Stop tokens (EOS unless ignored, stop_token_ids) cannot be chosen before this many
+  // output tokens.
+  int min_new_tokens = 0;
+  std::vector<std::pair<int, float>> logit_bias;  // (token, added to its logit), in [-100, 100]
   uint64_t seed = 0;
   int max_new_tokens = 16;
   bool stop_at_eos = true;
   std::vector<int> stop_token_ids;
 
   // Throws RequestError for values out of range (temperature < 0, top_p outside (0, 1], ...).
+  // Token ids (logit_bias, stop_token_ids) are checked against the model by the scheduler.
   void validate() const;
+  // Whether adjust_logits() changes anything (if not, the model's row is sampled as it is).
+  bool adjusts_logits() const;
 };
+
+// What the penalties of one request read: which tokens its prompt and output hold, and how
+// often each occurs in the output.
+class TokenCounts {
+ public:
+  TokenCounts() = default;
+  explicit TokenCounts(const std::vector<int>& prompt);
+  void add_output(int token);
+  int output_tokens() const { return output_tokens_; }
+  int output_count(int token) const;
+  const std::unordered_map<int, int>& output() const { return output_; }
+  const std::unordered_set<int>& seen() const { return seen_; }  // prompt and output
+
+ private:
+  std::unordered_map<int, int> output_;
+  std::unordered_set<int> seen_;
+  int output_tokens_ = 0;
+};
+
+// The request's logits from the model's, in place: logit_bias added; stop tokens (eos_ids
+// when p.stop_at_eos, and p.stop_token_ids) set to -inf while fewer than min_new_tokens are
+// out; then the repetition penalty over prompt and output tokens, and the frequency and
+// presence penalties over output tokens. Costs O(distinct tokens seen), not O(vocab).
+void adjust_logits(float* logits, int vocab, const SamplingParams& p, const TokenCounts& counts,
+                   const std::vector<int>& eos_ids);
 
 int sample_token(const float* logits, int vocab, const SamplingParams& p, std::mt19937_64& rng);
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
 #include <map>
 
 #include "core/error.h"
@@ -42,6 +44,109 @@ TEST(Sampler, SameSeedSameTokens) {
     EXPECT_EQ(sample_token(logits, 50, p, a), sample_token(logits, 50, p, b));
 }
 
+// Hugging Face's RepetitionPenaltyLogitsProcessor: every token of prompt + output, once however
+// often it occurs, has a positive logit divided and a negative one multiplied.
+TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
+  float logits[6] = {2.0f, -1.0f, 3.0f, 0.5f, -2.0f, 1.0f};
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  TokenCounts counts({0, 1, 1});  // prompt: 0 once, 1 twice
+  counts.add_output(4);
+  counts.add_output(0);
+  adjust_logits(logits, 6, p, counts, {});
+  const float expected[6] = {1.0f, -2.0f, 3.0f, 0.5f, -4.0f, 1.0f};
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(logits[i], expected[i]) << i;
+}
+
+// OpenAI's: logit -= count * frequency_penalty + (count > 0) * presence_penalty, over the
+// output only (a token only in the prompt is not penalized).
+TEST(Sampler, FrequencyAndPresencePenaltiesCountOutputTokens) {
+  float logits[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  SamplingParams p;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  TokenCounts counts({3});
+  for (int t : {1, 2, 1, 1}) counts.add_output(t);
+  adjust_logits(logits, 4, p, counts, {});
+  EXPECT_FLOAT_EQ(logits[0], 1.0f);
+  EXPECT_FLOAT_EQ(logits[1], 1.0f - 3 * 0.5f - 0.25f);
+  EXPECT_FLOAT_EQ(logits[2], 1.0f - 0.5f - 0.25f);
+  EXPECT_FLOAT_EQ(logits[3], 1.0f);
+  // Negative values reward repetition instead.
+  p.frequency_penalty = -1.0f;
+  p.presence_penalty = 0.0f;
+  float again[4] = {0, 0, 0, 0};
+  adjust_logits(again, 4, p, counts, {});
+  EXPECT_FLOAT_EQ(again[1], 3.0f);
+}
+
+// vLLM's order: the bias first, then the penalties (so a biased logit is the one penalized).
+TEST(Sampler, LogitBiasIsAddedBeforeThePenalties) {
+  float logits[3] = {-1.0f, 0.0f, 0.0f};
+  SamplingParams p;
+  p.logit_bias = {{0, 3.0f}, {2, -100.0f}};
+  p.repetition_penalty = 4.0f;
+  TokenCounts counts({0});
+  adjust_logits(logits, 3, p, counts, {});
+  EXPECT_FLOAT_EQ(logits[0], 0.5f);  // (-1 + 3) / 4, not -1 * 4 + 3
+  EXPECT_FLOAT_EQ(logits[1], 0.0f);
+  EXPECT_FLOAT_EQ(logits[2], -100.0f);
+  std::mt19937_64 rng(0);
+  EXPECT_EQ(sample_token(logits, 3, p, rng), 0);
+}
+
+TEST(Sampler, MinNewTokensBansStopTokensUntilReached) {
+  const float model[4] = {0.0f, 5.0f, 4.0f, 1.0f};  // 1 is EOS, 2 a stop token id
+  SamplingParams p;
+  p.min_new_tokens = 2;
+  p.stop_token_ids = {2};
+  TokenCounts counts({3});
+  std::mt19937_64 rng(0);
+  auto choose = [&] {
+    float row[4];
+    std::copy(model, model + 4, row);
+    adjust_logits(row, 4, p, counts, {1});
+    return sample_token(row, 4, p, rng);
+  };
+  EXPECT_EQ(choose(), 3);
+  counts.add_output(3);
+  EXPECT_EQ(choose(), 3);
+  counts.add_output(3);
+  EXPECT_EQ(choose(), 1);  // two out: EOS may come
+  // With EOS ignored, only the stop token ids are banned.
+  p.stop_at_eos = false;
+  TokenCounts fresh({3});
+  float row[4] = {0.0f, 5.0f, 4.0f, 1.0f};
+  adjust_logits(row, 4, p, fresh, {1});
+  EXPECT_FLOAT_EQ(row[1], 5.0f);
+  EXPECT_TRUE(std::isinf(row[2]) && row[2] < 0);
+}
+
+// min_p keeps the tokens at least min_p times as likely as the most likely one: with logits
+// ln 8, ln 4, ln 2, ln 1 at temperature 1 the probabilities are 8:4:2:1, so min_p 0.3 keeps
+// the first two (4/8 >= 0.3 > 2/8).
+TEST(Sampler, MinPDropsUnlikelyTokens) {
+  const float logits[4] = {std::log(8.0f), std::log(4.0f), std::log(2.0f), 0.0f};
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.min_p = 0.3f;
+  std::mt19937_64 rng(7);
+  std::map<int, int> seen;
+  for (int i = 0; i < 600; ++i) seen[sample_token(logits, 4, p, rng)]++;
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_GT(seen[0], seen[1]);  // 2:1
+  EXPECT_GT(seen[1], 100);
+}
+
+TEST(Sampler, AdjustsOnlyWhenAControlIsSet) {
+  SamplingParams p;
+  EXPECT_FALSE(p.adjusts_logits());
+  p.min_p = 0.5f;  // a filter of sample_token, not an adjustment
+  EXPECT_FALSE(p.adjusts_logits());
+  p.repetition_penalty = 1.1f;
+  EXPECT_TRUE(p.adjusts_logits());
+}
+
 TEST(Sampler, RejectsOutOfRangeParameters) {
   SamplingParams p;
   p.top_p = 0.0f;
@@ -49,6 +154,19 @@ TEST(Sampler, RejectsOutOfRangeParameters) {
   p = SamplingParams{};
   p.temperature = -1;
   EXPECT_THROW(p.validate(), RequestError);
+  for (auto bad : std::vector<std::function<void(SamplingParams&)>>{
+           [](SamplingParams& q) { q.presence_penalty = 2.5f; },
+           [](SamplingParams& q) { q.frequency_penalty = -3.0f; },
+           [](SamplingParams& q) { q.repetition_penalty = 0.0f; },
+           [](SamplingParams& q) { q.min_p = 1.5f; },
+           [](SamplingParams& q) { q.min_new_tokens = q.max_new_tokens + 1; },
+           [](SamplingParams& q) {
+             q.logit_bias = {{1, 101.0f}};
+           }}) {
+    p = SamplingParams{};
+    bad(p);
+    EXPECT_THROW(p.validate(), RequestError);
+  }
 }
 
 }  // namespace strata

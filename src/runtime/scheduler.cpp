@@ -27,7 +27,8 @@ struct Scheduler::Req {
   bool admitted_before = false;
   int cached_tokens = 0;  // prompt tokens the prefix cache served at the first admission
   std::mt19937_64 rng;
-  RequestOutput out;  // accumulated since the last output was taken
+  TokenCounts counts;  // what its penalties read (kept only when it has any)
+  RequestOutput out;   // accumulated since the last output was taken
   bool finished = false;
   // Stop strings: the output's text stream, and the end of its text that a stop string
   // completed by a later token could still begin in.
@@ -73,6 +74,10 @@ void Scheduler::validate(const ServeRequest& r) const {
     if (id < 0 || id >= vocab)
       throw RequestError(
           fmt::format("stop token id {} is outside the vocabulary (0..{})", id, vocab - 1));
+  for (const auto& [id, bias] : r.sampling.logit_bias)
+    if (id < 0 || id >= vocab)
+      throw RequestError(
+          fmt::format("logit_bias names token {}, outside the vocabulary (0..{})", id, vocab - 1));
   if (r.top_logprobs > vocab)
     throw RequestError(
         fmt::format("top_logprobs {} exceeds the vocabulary size {}", r.top_logprobs, vocab));
@@ -102,6 +107,7 @@ void Scheduler::submit(uint64_t id, ServeRequest request) {
   r->tokens = request.input_ids;
   r->prompt_len = static_cast<int>(request.input_ids.size());
   r->rng.seed(request.sampling.seed);
+  if (request.sampling.adjusts_logits()) r->counts = TokenCounts(request.input_ids);
   r->request = std::move(request);
   if (r->request.sampling.max_new_tokens == 0) {  // nothing to compute
     r->out.finished = true;
@@ -342,13 +348,21 @@ void Scheduler::retract_until_decode_fits() {
 
 bool Scheduler::picks_on_device(const Req& r) {
   const ServeRequest& q = r.request;
-  return q.sampling.temperature == 0.0f && q.top_logprobs < 0 && !q.return_logits;
+  return q.sampling.temperature == 0.0f && !q.sampling.adjusts_logits() && q.top_logprobs < 0 &&
+         !q.return_logits;
 }
 
 void Scheduler::sample(Req& r, const float* logits) {
   const ServeRequest& q = r.request;
   const int vocab = runner_.config().vocab_size;
-  const int token = sample_token(logits, vocab, q.sampling, r.rng);
+  const float* row = logits;
+  if (q.sampling.adjusts_logits()) {
+    adjusted_.assign(logits, logits + vocab);
+    adjust_logits(adjusted_.data(), vocab, q.sampling, r.counts, options_.eos_token_ids);
+    row = adjusted_.data();
+  }
+  const int token = sample_token(row, vocab, q.sampling, r.rng);
+  if (q.sampling.adjusts_logits()) r.counts.add_output(token);
   if (q.top_logprobs >= 0)
     r.out.logprobs.push_back(token_logprob(logits, vocab, token, q.top_logprobs));
   if (q.return_logits) r.out.logits.emplace_back(logits, logits + vocab);
@@ -377,10 +391,12 @@ bool Scheduler::matches_stop_string(Req& r, int token) {
   if (q.stop_strings.empty()) return false;
   if (!r.text) r.text = make_text_stream_(q.skip_special_tokens);
   r.text_tail += r.text->step(token);
+  // As vLLM: no stop before min_new_tokens (the text still counts as the tail for later).
+  const bool may_stop = r.generated() >= q.sampling.min_new_tokens;
   size_t longest = 0;
   for (const auto& s : q.stop_strings) {
     longest = std::max(longest, s.size());
-    if (!s.empty() && r.text_tail.find(s) != std::string::npos) {
+    if (may_stop && !s.empty() && r.text_tail.find(s) != std::string::npos) {
       r.out.matched_stop_string = s;
       return true;
     }

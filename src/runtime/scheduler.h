@@ -114,7 +114,8 @@ class Scheduler {
   void sample(Req& r, const float* logits);
   // Appends a chosen token to r and finishes r at a stop token, stop string or length.
   void accept(Req& r, int token);
-  // True when r's next token is the argmax and r wants no logits: the device picks it.
+  // True when r's next token is the argmax of unadjusted logits (no penalties or biases) and
+  // r wants no logits: the device picks it.
   static bool picks_on_device(const Req& r);
   bool matches_stop_string(Req& r, int token);
   void share_prompt(Req& r);
@@ -146,6 +147,7 @@ class Scheduler {
   uint64_t admissions_ = 0;
   double new_token_ratio_;
   SchedulerStats totals_;
+  std::vector<float> adjusted_;  // a request's logits row after adjust_logits()
 };
 
 // EOS ids of a model directory: config.json's eos_token_id and, where present,

@@ -168,3 +168,65 @@ TEST(Scheduler, AbortFreesEverythingAndRejectsBadRequests) {
 }
 
 }  // namespace strata
+
+namespace strata {
+
+// The scheduler applies each request's penalties to its own logits: every greedy token is the
+// argmax of the model's logits (return_logits) after the penalties written out here from
+// their definitions (Hugging Face's repetition penalty over prompt + output, OpenAI's
+// frequency and presence penalties over the output), and the tokens differ from unpenalized
+// greedy decoding of the same prompt.
+TEST(SchedulerPenalties, GreedyTokensAreTheArgmaxOfThePenalizedLogits) {
+  ModelRunner runner(ModelConfig::load(test::fixture_dir("llama")), test::default_options(1, 4));
+  Scheduler s(runner, SchedulerOptions{});
+  const std::vector<int> prompt = {5, 9, 5, 9, 5, 17, 33};
+  struct Case {
+    float repetition, frequency, presence;
+  };
+  const std::vector<Case> cases = {{1.0f, 0.0f, 0.0f}, {1.8f, 0.0f, 0.0f}, {1.0f, 1.5f, 0.5f}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ServeRequest r;
+    r.input_ids = prompt;
+    r.sampling.max_new_tokens = 24;
+    r.sampling.stop_at_eos = false;
+    r.sampling.repetition_penalty = cases[i].repetition;
+    r.sampling.frequency_penalty = cases[i].frequency;
+    r.sampling.presence_penalty = cases[i].presence;
+    r.return_logits = true;
+    s.validate(r);
+    s.submit(i, r);  // together: one batch, each row its own penalties
+  }
+  std::map<uint64_t, test::Finished> out;
+  for (int steps = 0; s.has_work() && steps < 1000; ++steps)
+    for (auto& o : s.step()) {
+      auto& f = out[o.id];
+      f.ids.insert(f.ids.end(), o.token_ids.begin(), o.token_ids.end());
+      for (auto& l : o.logits) f.logits.push_back(std::move(l));
+    }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& f = out.at(i);
+    ASSERT_EQ(f.ids.size(), 24u);
+    std::vector<int> seen = prompt;
+    std::map<int, int> counts;
+    for (size_t t = 0; t < f.ids.size(); ++t) {
+      std::vector<float> logits = f.logits[t];
+      for (size_t v = 0; v < logits.size(); ++v) {
+        const int id = static_cast<int>(v);
+        if (std::find(seen.begin(), seen.end(), id) != seen.end())
+          logits[v] =
+              logits[v] > 0 ? logits[v] / cases[i].repetition : logits[v] * cases[i].repetition;
+        if (counts.count(id))
+          logits[v] -= cases[i].frequency * static_cast<float>(counts[id]) + cases[i].presence;
+      }
+      const int expected =
+          static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      EXPECT_EQ(f.ids[t], expected) << "case " << i << " token " << t;
+      seen.push_back(f.ids[t]);
+      ++counts[f.ids[t]];
+    }
+  }
+  EXPECT_NE(out.at(1).ids, out.at(0).ids);
+  EXPECT_NE(out.at(2).ids, out.at(0).ids);
+}
+
+}  // namespace strata

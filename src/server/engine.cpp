@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace strata {
 
@@ -143,7 +144,7 @@ void Engine::loop() {
       outputs = scheduler_.step();
     } catch (const std::exception& e) {
       // A bug or an exhausted machine: tell every client, then stop serving.
-      std::fprintf(stderr, "error: the engine failed: %s\n", e.what());
+      log::write(log::Level::error, fmt::format("the engine failed: {}", e.what()));
       for (auto& [id, l] : live_) {
         RequestOutput o;
         o.id = id;
@@ -158,7 +159,9 @@ void Engine::loop() {
       commands_.clear();
       return;
     }
-    metrics_.set_scheduler_stats(scheduler_.stats());  // before clients hear they are done
+    const SchedulerStats stats = scheduler_.stats();
+    metrics_.set_scheduler_stats(stats);  // before clients hear they are done
+    log_batch(stats);
     deliver(outputs);
     if (stopping && live_.empty() && !scheduler_.has_work()) {
       std::lock_guard lk(mu_);
@@ -175,6 +178,27 @@ void Engine::loop() {
       return;
     }
   }
+}
+
+// SGLang's batch log, at most one line a second while work runs: requests running and queued,
+// generation throughput since the last line, prefix-cache hit rate, KV use.
+void Engine::log_batch(const SchedulerStats& s) {
+  if (!log::enabled(log::Level::info) || s.forward_passes == logged_.forward_passes) return;
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - logged_at_).count();
+  if (seconds < 1.0 && s.running + s.waiting > 0) return;
+  const int64_t generated = s.generated_tokens - logged_.generated_tokens;
+  const int64_t prompt = s.prompt_tokens - logged_.prompt_tokens;
+  const int64_t hit = s.cached_prompt_tokens - logged_.cached_prompt_tokens;
+  log::info(
+      "batch: running {}, queued {}, gen throughput {:.1f} tok/s, prompt tokens {} (cache hit "
+      "rate {:.1f}%), KV use {:.1f}% ({} of {} pages, {} cached)",
+      s.running, s.waiting, seconds > 0 ? generated / seconds : 0.0, prompt,
+      prompt > 0 ? 100.0 * hit / prompt : 0.0,
+      s.total_pages > 0 ? 100.0 * s.used_pages / s.total_pages : 0.0, s.used_pages, s.total_pages,
+      s.cached_pages);
+  logged_ = s;
+  logged_at_ = now;
 }
 
 }  // namespace strata

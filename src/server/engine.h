@@ -57,6 +57,7 @@ class Engine {
   };
   void loop();
   void deliver(std::vector<RequestOutput>& outputs);
+  void log_batch(const SchedulerStats& stats);
 
   Scheduler& scheduler_;
   ServerMetrics& metrics_;
@@ -69,6 +70,8 @@ class Engine {
   bool stopping_ = false;
   uint64_t next_id_ = 1;
   std::map<uint64_t, Live> live_;  // engine thread only
+  SchedulerStats logged_;          // at the last batch log line (engine thread only)
+  std::chrono::steady_clock::time_point logged_at_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace strata

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "server/request_parsing.h"
 
 namespace strata {
@@ -38,133 +39,6 @@ httplib::Server::Handler guarded(Fn fn) {
   };
 }
 
-json finish_reason_json(const RequestOutput& o) {
-  json f = {{"type", o.finish_reason}};
-  if (o.matched_stop_token >= 0) f["matched"] = o.matched_stop_token;
-  if (!o.matched_stop_string.empty()) f["matched"] = o.matched_stop_string;
-  return f;
-}
-
-// SGLang's native request: {"input_ids" | "text", "sampling_params": {...}, "stream", ...}.
-ServeRequest parse_generate(const ServerContext& ctx, const json& body) {
-  reject_unknown_fields(body,
-                        {"text", "input_ids", "sampling_params", "stream", "return_logprob",
-                         "top_logprobs_num", "return_text_in_logprobs", "rid"},
-                        "the request");
-  ServeRequest r;
-  const bool has_text = body.contains("text") && !body["text"].is_null();
-  const bool has_ids = body.contains("input_ids") && !body["input_ids"].is_null();
-  if (has_text == has_ids) throw HttpError(400, "give exactly one of 'text' and 'input_ids'");
-  if (has_ids) {
-    if (body["input_ids"].is_array() && !body["input_ids"].empty() &&
-        body["input_ids"][0].is_array())
-      throw HttpError(
-          400,
-          "batched 'input_ids' (a list of lists) are not supported; send one prompt per request",
-          "input_ids");
-    r.input_ids = to_token_ids(body["input_ids"], "input_ids");
-  } else {
-    if (body["text"].is_array())
-      throw HttpError(
-          400, "batched 'text' (a list of strings) is not supported; send one prompt per request",
-          "text");
-    r.input_ids = encode_prompt(ctx, *get_string(body, "text"), true, "text");
-  }
-  json sp = body.value("sampling_params", json::object());
-  if (sp.is_null()) sp = json::object();
-  if (!sp.is_object())
-    throw HttpError(400, "'sampling_params' must be an object", "sampling_params");
-  reject_unknown_fields(sp,
-                        {"max_new_tokens", "temperature", "top_p", "top_k", "seed", "stop",
-                         "stop_token_ids", "ignore_eos", "skip_special_tokens"},
-                        "sampling_params");
-  r.sampling.max_new_tokens = static_cast<int>(
-      std::clamp<int64_t>(get_integer(sp, "max_new_tokens").value_or(128), -1, INT32_MAX));
-  if (r.sampling.max_new_tokens < 0)
-    throw HttpError(400, "'max_new_tokens' must be >= 0", "max_new_tokens");
-  r.sampling.temperature = static_cast<float>(get_number(sp, "temperature").value_or(1.0));
-  r.sampling.top_p = static_cast<float>(get_number(sp, "top_p").value_or(1.0));
-  const int64_t top_k = get_integer(sp, "top_k").value_or(-1);
-  r.sampling.top_k = top_k < 0 ? 0 : static_cast<int>(std::min<int64_t>(top_k, INT32_MAX));
-  const auto seed = get_integer(sp, "seed");
-  r.sampling.seed = seed ? static_cast<uint64_t>(*seed) : fresh_seed();
-  r.stop_strings = get_stop_strings(sp, "stop");
-  if (sp.contains("stop_token_ids") && !sp["stop_token_ids"].is_null())
-    r.sampling.stop_token_ids = to_token_ids(sp["stop_token_ids"], "stop_token_ids");
-  r.sampling.stop_at_eos = !get_bool(sp, "ignore_eos").value_or(false);
-  r.skip_special_tokens = get_bool(sp, "skip_special_tokens").value_or(true);
-  if (get_bool(body, "return_logprob").value_or(false))
-    r.top_logprobs = static_cast<int>(
-        std::clamp<int64_t>(get_integer(body, "top_logprobs_num").value_or(0), 0, INT32_MAX));
-  return r;
-}
-
-void handle_generate(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  const json body = parse_body(req.body);
-  ServeRequest r = parse_generate(ctx, body);
-  const bool stream = get_bool(body, "stream").value_or(false);
-  const bool logprob_text = get_bool(body, "return_text_in_logprobs").value_or(false);
-  const int top_n = r.top_logprobs;
-  auto handle = ctx.engine.submit(r);
-  const auto start = std::chrono::steady_clock::now();
-  auto state = std::make_shared<std::pair<TextTracker, json>>(
-      TextTracker(ctx.codec, r.stop_strings, r.skip_special_tokens), json::object());
-  // SGLang's logprob triple: (logprob, token id, token text or null).
-  auto triple = [&ctx, logprob_text](float logprob, int id) {
-    return json::array(
-        {logprob, id, logprob_text && ctx.codec ? json(ctx.codec->token_text(id)) : json()});
-  };
-  auto update = [&ctx, state, top_n, start, triple](RequestOutput& o) {
-    auto& [text, reply] = *state;
-    if (!reply.contains("output_ids"))
-      reply = {{"output_ids", json::array()}, {"meta_info", json::object()}};
-    if (ctx.codec && !reply.contains("text")) reply["text"] = "";
-    for (int id : o.token_ids) reply["output_ids"].push_back(id);
-    const std::string delta = text.advance(o.token_ids, o.finished, !o.matched_stop_string.empty());
-    if (ctx.codec) reply["text"] = reply["text"].get<std::string>() + delta;
-    json& meta = reply["meta_info"];
-    meta["prompt_tokens"] = o.prompt_tokens;
-    meta["completion_tokens"] = o.completion_tokens;
-    meta["cached_tokens"] = o.cached_tokens;
-    meta["finish_reason"] = o.finished ? finish_reason_json(o) : json();
-    meta["e2e_latency"] =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (top_n >= 0) {
-      if (!meta.contains("output_token_logprobs")) meta["output_token_logprobs"] = json::array();
-      if (!meta.contains("output_top_logprobs")) meta["output_top_logprobs"] = json::array();
-      for (const auto& lp : o.logprobs) {
-        meta["output_token_logprobs"].push_back(triple(lp.logprob, lp.token));
-        json top = json::array();
-        for (const auto& [id, v] : lp.top) top.push_back(triple(v, id));
-        meta["output_top_logprobs"].push_back(top);
-      }
-    }
-  };
-  auto watch = std::make_shared<ConnectionWatch>(req);
-  if (!stream) {
-    const bool whole = pump(
-        ctx.engine, {handle},
-        [&](size_t, RequestOutput& o) {
-          update(o);
-          return true;
-        },
-        watch.get());
-    if (!whole) return client_gone(res);
-    res.set_content(state->second.dump(), "application/json");
-    return;
-  }
-  respond_sse(res, [&ctx, handle, update, state, watch](httplib::DataSink& sink) {
-    const bool whole = pump(
-        ctx.engine, {handle},
-        [&](size_t, RequestOutput& o) {
-          update(o);
-          return sse_send(sink, state->second.dump());  // cumulative, as SGLang streams /generate
-        },
-        watch.get());
-    if (whole) sse_send(sink, "[DONE]");
-  });
-}
-
 }  // namespace
 
 HttpServer::HttpServer(ServerContext ctx)
@@ -184,6 +58,7 @@ HttpServer::HttpServer(ServerContext ctx)
     listen_fd_ = sock;
   });
   add_routes();
+  add_gates();
 }
 
 HttpServer::~HttpServer() {
@@ -292,27 +167,6 @@ void HttpServer::add_routes() {
           "application/json");
     }
   });
-  s.Get("/get_model_info", [&ctx](const httplib::Request&, httplib::Response& res) {
-    const ModelConfig& c = ctx.engine.scheduler().runner().config();
-    res.set_content(json{{"model_path", c.model_dir},
-                         {"served_model_name", ctx.options.served_model_name},
-                         {"is_generation", true},
-                         {"vocab_size", c.vocab_size},
-                         {"max_context_length", ctx.engine.scheduler().runner().max_context_len()},
-                         {"has_tokenizer", ctx.codec != nullptr}}
-                        .dump(),
-                    "application/json");
-  });
-  s.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
-    const json model = {{"id", ctx.options.served_model_name},
-                        {"object", "model"},
-                        {"created", 0},
-                        {"owned_by", "strata"},
-                        {"root", ctx.options.served_model_name},
-                        {"max_model_len", ctx.engine.scheduler().runner().max_context_len()}};
-    res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(),
-                    "application/json");
-  });
   s.Post("/generate", guarded([&ctx](const httplib::Request& req, httplib::Response& res) {
            handle_generate(ctx, req, res);
          }));
@@ -323,6 +177,82 @@ void HttpServer::add_routes() {
          guarded([&ctx](const httplib::Request& req, httplib::Response& res) {
            handle_completions(ctx, req, res, true);
          }));
+  using Handle = void (*)(ServerContext&, const httplib::Request&, httplib::Response&);
+  auto route = [&ctx](Handle h) {
+    return guarded(
+        [&ctx, h](const httplib::Request& req, httplib::Response& res) { h(ctx, req, res); });
+  };
+  s.Get("/v1/models", route(handle_models));
+  s.Get(R"(/v1/models/(.+))", route(handle_model));
+  s.Get("/get_model_info", route(handle_model_info));
+  s.Get("/get_server_info", route(handle_server_info));
+  s.Post("/tokenize", route(handle_tokenize));
+  s.Post("/detokenize", route(handle_detokenize));
+  s.Post("/abort_request", route(handle_abort_request));
+}
+
+// Before any route: CORS (a preflight OPTIONS is answered here, as browsers send it without
+// credentials) and then --api-key. /health, /health_generate and /metrics stay open, as in
+// SGLang, for load balancers and Prometheus.
+void HttpServer::add_gates() {
+  const ServerOptions& o = ctx_.options;
+  server_->set_pre_routing_handler([&o](const httplib::Request& req, httplib::Response& res) {
+    using R = httplib::Server::HandlerResponse;
+    const std::string origin = req.get_header_value("Origin");
+    const bool any = std::find(o.allowed_origins.begin(), o.allowed_origins.end(), "*") !=
+                     o.allowed_origins.end();
+    const bool allowed =
+        !origin.empty() && (any || std::find(o.allowed_origins.begin(), o.allowed_origins.end(),
+                                             origin) != o.allowed_origins.end());
+    if (allowed) {
+      res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+      if (!any) res.set_header("Vary", "Origin");
+    }
+    if (req.method == "OPTIONS" && req.has_header("Access-Control-Request-Method")) {
+      res.status = allowed ? 204 : 403;
+      if (allowed) {
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+        res.set_header("Access-Control-Allow-Headers",
+                       asked.empty() ? "Authorization, Content-Type" : asked);
+        res.set_header("Access-Control-Max-Age", "600");
+      } else {
+        res.set_content(error_body(403, fmt::format("the origin '{}' is not allowed; start the "
+                                                    "server with --allowed-origins",
+                                                    origin)),
+                        "application/json");
+      }
+      return R::Handled;
+    }
+    if (o.api_key.empty() || req.path == "/health" || req.path == "/health_generate" ||
+        req.path == "/metrics")
+      return R::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string want = "Bearer " + o.api_key;
+    // Compared in time independent of where they differ.
+    unsigned diff = auth.size() != want.size();
+    for (size_t i = 0; i < want.size(); ++i) diff |= (i < auth.size() ? auth[i] : 0) ^ want[i];
+    if (diff == 0) return R::Unhandled;
+    res.status = 401;
+    res.set_content(error_body(401,
+                               auth.empty() ? "missing API key: send 'Authorization: Bearer KEY'"
+                                            : "incorrect API key provided",
+                               "invalid_request_error"),
+                    "application/json");
+    return R::Handled;
+  });
+  if (o.log_requests || log::enabled(log::Level::debug))
+    server_->set_logger([&o](const httplib::Request& req, const httplib::Response& res) {
+      constexpr size_t kShown = 2000;
+      const std::string body =
+          req.body.size() > kShown
+              ? req.body.substr(0, kShown) + fmt::format("... ({} bytes)", req.body.size())
+              : req.body;
+      const log::Level level = o.log_requests ? log::Level::info : log::Level::debug;
+      if (log::enabled(level))
+        log::write(level,
+                   fmt::format("request {} {} -> {} {}", req.method, req.path, res.status, body));
+    });
 }
 
 }  // namespace strata

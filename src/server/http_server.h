@@ -1,7 +1,9 @@
 #pragma once
 // HttpServer: the HTTP front of the engine (cpp-httplib). Routes: SGLang's native
-// POST /generate; OpenAI's POST /v1/completions, POST /v1/chat/completions, GET /v1/models;
-// GET /health, GET /health_generate, GET /metrics (Prometheus), POST /flush_cache.
+// POST /generate, GET /get_model_info, GET /get_server_info, POST /abort_request; OpenAI's
+// POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /v1/models/{id};
+// vLLM's POST /tokenize, POST /detokenize; GET /health, GET /health_generate, GET /metrics
+// (Prometheus), POST /flush_cache. Before them: CORS and --api-key.
 // Errors are OpenAI-style JSON bodies with 4xx codes.
 #include <memory>
 
@@ -27,6 +29,7 @@ class HttpServer {
 
  private:
   void add_routes();
+  void add_gates();  // CORS, --api-key, request logs
   ServerContext ctx_;
   std::unique_ptr<httplib::Server> server_;
   int listen_fd_ = -1;

@@ -1,233 +1,20 @@
-// OpenAI-compatible POST /v1/completions and POST /v1/chat/completions: non-streamed
-// answers and server-sent-event streams ending in `data: [DONE]`, with n, max_tokens,
-// temperature, top_p, top_k, seed, stop, logprobs / top_logprobs and usage, plus vLLM's and
-// SGLang's skip_special_tokens, ignore_eos, stop_token_ids and chat_template_kwargs. Text
-// prompts and chat messages go through the server's tokenizer and chat template; prompts
-// given as token-id arrays work without one. Each choice also carries its `token_ids`.
+// OpenAI-compatible POST /v1/completions and POST /v1/chat/completions, the answer side (the
+// request is read by openai_request.cpp): non-streamed answers and server-sent-event streams
+// ending in `data: [DONE]`, with logprobs, usage, and tool calls split from the content
+// (tool_calls.h). Each choice also carries its `token_ids`.
 #include <httplib.h>
 
 #include <ctime>
 
 #include "core/error.h"
+#include "server/openai_request.h"
 #include "server/request_parsing.h"
 #include "server/serving.h"
+#include "server/tool_calls.h"
 
 namespace strata {
 
 namespace {
-
-constexpr int kMaxChoices = 128;
-constexpr int kMaxTopLogprobs = 20;
-
-struct CompletionRequest {
-  bool chat = false;
-  std::vector<ServeRequest> choices;  // prompt-major: choice k = prompt k / n, sample k % n
-  std::vector<int> prompt_tokens;     // per prompt
-  int n = 1;
-  bool stream = false, include_usage = false;
-  bool logprobs = false;
-};
-
-void reject_unsupported(const json& body) {
-  auto nonzero = [&](const char* key) { return get_number(body, key).value_or(0.0) != 0.0; };
-  for (const char* key : {"presence_penalty", "frequency_penalty"})
-    if (nonzero(key))
-      throw HttpError(400, fmt::format("'{}' is not supported by this server; leave it at 0", key),
-                      key);
-  if (get_bool(body, "echo").value_or(false))
-    throw HttpError(400, "'echo' is not supported by this server", "echo");
-  if (get_integer(body, "best_of").value_or(1) != 1)
-    throw HttpError(400, "'best_of' other than 1 is not supported", "best_of");
-  if (body.contains("suffix") && !body["suffix"].is_null())
-    throw HttpError(400, "'suffix' is not supported", "suffix");
-  if (body.contains("logit_bias") && !body["logit_bias"].is_null() && !body["logit_bias"].empty())
-    throw HttpError(400, "'logit_bias' is not supported by this server", "logit_bias");
-  if (body.contains("tools") && !body["tools"].is_null())
-    throw HttpError(400, "'tools' are not supported by this server", "tools");
-}
-
-std::vector<std::vector<int>> completion_prompts(const ServerContext& ctx, const json& body) {
-  if (!body.contains("prompt") || body["prompt"].is_null())
-    throw HttpError(400, "'prompt' is required", "prompt");
-  const json& p = body["prompt"];
-  auto encode = [&](const json& text) {
-    return encode_prompt(ctx, text.get<std::string>(), /*add_special_tokens=*/true, "prompt");
-  };
-  if (p.is_string()) return {encode(p)};
-  if (!p.is_array() || p.empty())
-    throw HttpError(400,
-                    "'prompt' must be a string, a list of token ids, or a non-empty list of those",
-                    "prompt");
-  if (p[0].is_number()) return {to_token_ids(p, "prompt")};
-  std::vector<std::vector<int>> prompts;
-  for (const auto& x : p) {
-    if (x.is_string())
-      prompts.push_back(encode(x));
-    else if (x.is_array())
-      prompts.push_back(to_token_ids(x, "prompt"));
-    else
-      throw HttpError(400, "'prompt' lists must hold strings or lists of token ids", "prompt");
-  }
-  return prompts;
-}
-
-// The messages as chat templates expect them: `content` a string. OpenAI's list of content
-// parts is joined when every part is text; other parts (images, audio) are refused.
-json chat_messages(const json& body) {
-  const auto it = body.find("messages");
-  if (it == body.end() || !it->is_array() || it->empty())
-    throw HttpError(400, "'messages' must be a non-empty list of {\"role\", \"content\"} objects",
-                    "messages");
-  json messages = *it;
-  for (auto& m : messages) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      throw HttpError(400, "each message must be an object with a string 'role' and its 'content'",
-                      "messages");
-    json& content = m["content"];
-    if (content.is_null() || content.is_string()) continue;
-    if (!content.is_array())
-      throw HttpError(400, "a message's 'content' must be a string or a list of text parts",
-                      "messages");
-    std::string text;
-    for (const auto& part : content) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-          !part["text"].is_string())
-        throw HttpError(400,
-                        "this server takes only text content parts ({\"type\": \"text\", "
-                        "\"text\": ...}) in messages",
-                        "messages");
-      text += part["text"].get<std::string>();
-    }
-    content = text;
-  }
-  return messages;
-}
-
-std::vector<int> chat_prompt(const ServerContext& ctx, const json& body) {
-  const json messages = chat_messages(body);
-  if (!ctx.codec)
-    throw HttpError(400,
-                    "this server has no tokenizer and so no chat template (its model directory "
-                    "has no tokenizer.json); start it with --tokenizer-path DIR, or use "
-                    "/v1/completions with the prompt as token ids",
-                    "messages");
-  json extra = json::object();
-  if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
-    extra = body["chat_template_kwargs"];
-    if (!extra.is_object())
-      throw HttpError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
-  }
-  // As transformers' apply_chat_template: the template writes the special tokens itself.
-  return encode_prompt(ctx, ctx.codec->apply_chat_template(messages, extra),
-                       /*add_special_tokens=*/false, "messages");
-}
-
-CompletionRequest parse(const ServerContext& ctx, const json& body, bool chat) {
-  static const std::set<std::string> common = {"model",
-                                               "max_tokens",
-                                               "temperature",
-                                               "top_p",
-                                               "top_k",
-                                               "n",
-                                               "stream",
-                                               "stream_options",
-                                               "logprobs",
-                                               "stop",
-                                               "stop_token_ids",
-                                               "ignore_eos",
-                                               "seed",
-                                               "presence_penalty",
-                                               "frequency_penalty",
-                                               "user",
-                                               "logit_bias",
-                                               "skip_special_tokens"};
-  std::set<std::string> known = common;
-  static const std::vector<std::string> chat_only = {
-      "messages", "top_logprobs", "max_completion_tokens",
-      "tools",    "tool_choice",  "chat_template_kwargs"};
-  static const std::vector<std::string> completion_only = {"prompt", "echo", "best_of", "suffix"};
-  for (const auto& k : chat ? chat_only : completion_only) known.insert(k);
-  reject_unknown_fields(body, known, "the request");
-  reject_unsupported(body);
-  if (const auto model = get_string(body, "model");
-      model && *model != ctx.options.served_model_name)
-    throw HttpError(
-        404,
-        fmt::format("the model '{}' does not exist; this server serves '{}' (GET /v1/models)",
-                    *model, ctx.options.served_model_name),
-        "model", "model_not_found");
-
-  CompletionRequest c;
-  c.chat = chat;
-  const int64_t n = get_integer(body, "n").value_or(1);
-  if (n < 1 || n > kMaxChoices)
-    throw HttpError(400, fmt::format("'n' must be between 1 and {}, got {}", kMaxChoices, n), "n");
-  c.n = static_cast<int>(n);
-  c.stream = get_bool(body, "stream").value_or(false);
-  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
-    const json& so = body["stream_options"];
-    if (!so.is_object())
-      throw HttpError(400, "'stream_options' must be an object", "stream_options");
-    c.include_usage = get_bool(so, "include_usage").value_or(false);
-  }
-  int top = -1;
-  if (chat) {
-    c.logprobs = get_bool(body, "logprobs").value_or(false);
-    const int64_t t = get_integer(body, "top_logprobs").value_or(0);
-    if (t < 0 || t > kMaxTopLogprobs)
-      throw HttpError(400, "'top_logprobs' must be between 0 and 20", "top_logprobs");
-    if (t > 0 && !c.logprobs)
-      throw HttpError(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs");
-    if (c.logprobs) top = static_cast<int>(t);
-  } else if (const auto lp = get_integer(body, "logprobs")) {
-    if (*lp < 0 || *lp > kMaxTopLogprobs)
-      throw HttpError(400, "'logprobs' must be between 0 and 20", "logprobs");
-    c.logprobs = true;
-    top = static_cast<int>(*lp);
-  }
-
-  auto max_tokens = get_integer(body, "max_tokens");
-  if (chat && !max_tokens) max_tokens = get_integer(body, "max_completion_tokens");
-  const std::string max_key = body.contains("max_tokens") ? "max_tokens" : "max_completion_tokens";
-  if (max_tokens && *max_tokens < 1)
-    throw HttpError(400, fmt::format("'{}' must be at least 1, got {}", max_key, *max_tokens),
-                    max_key);
-  const auto stops = get_stop_strings(body, "stop");
-  if (stops.size() > 4) throw HttpError(400, "'stop' holds at most 4 strings", "stop");
-  std::vector<int> stop_ids;
-  if (body.contains("stop_token_ids") && !body["stop_token_ids"].is_null())
-    stop_ids = to_token_ids(body["stop_token_ids"], "stop_token_ids");
-  const auto seed = get_integer(body, "seed");
-  const int64_t top_k = get_integer(body, "top_k").value_or(-1);
-  const bool skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(true);
-
-  const auto prompts =
-      chat ? std::vector<std::vector<int>>{chat_prompt(ctx, body)} : completion_prompts(ctx, body);
-  const int64_t limit = ctx.engine.scheduler().max_request_tokens();
-  for (const auto& p : prompts) {
-    c.prompt_tokens.push_back(static_cast<int>(p.size()));
-    for (int j = 0; j < c.n; ++j) {
-      ServeRequest r;
-      r.input_ids = p;
-      r.sampling.temperature = static_cast<float>(get_number(body, "temperature").value_or(1.0));
-      r.sampling.top_p = static_cast<float>(get_number(body, "top_p").value_or(1.0));
-      r.sampling.top_k = top_k < 0 ? 0 : static_cast<int>(std::min<int64_t>(top_k, INT32_MAX));
-      r.sampling.seed = seed ? static_cast<uint64_t>(*seed) + j : fresh_seed();
-      // Completions default to 16 tokens (OpenAI); chat runs to the end of the context.
-      const int64_t fallback =
-          chat ? std::max<int64_t>(1, limit - static_cast<int64_t>(p.size())) : 16;
-      r.sampling.max_new_tokens =
-          static_cast<int>(std::min<int64_t>(max_tokens.value_or(fallback), INT32_MAX));
-      r.sampling.stop_token_ids = stop_ids;
-      r.sampling.stop_at_eos = !get_bool(body, "ignore_eos").value_or(false);
-      r.stop_strings = stops;
-      r.skip_special_tokens = skip_special_tokens;
-      r.top_logprobs = top;
-      c.choices.push_back(std::move(r));
-    }
-  }
-  return c;
-}
 
 // Without a tokenizer, tokens are named as vLLM's return_tokens_as_token_ids names them.
 std::string token_name(const ServerContext& ctx, int id) {
@@ -302,14 +89,21 @@ struct Choice {
   json matched_stop;
   int completion_tokens = 0, cached_tokens = 0;
   bool role_sent = false;
+  std::shared_ptr<ToolCallStream> tools;  // tools offered: splits calls from the content
 };
+
+// The finish reason OpenAI gives an answer that called tools.
+std::string finish_reason(const std::string& reason, bool called) {
+  return called && reason == "stop" ? "tool_calls" : reason;
+}
 
 }  // namespace
 
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
                         bool chat) {
   const json body = parse_body(req.body);
-  auto c = std::make_shared<CompletionRequest>(parse(ctx, body, chat));
+  auto c = std::make_shared<CompletionRequest>(
+      parse_completion_request(ctx, body, ordered_json::parse(req.body), chat));
   for (const auto& r : c->choices) ctx.engine.scheduler().validate(r);  // all, before any runs
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (auto& r : c->choices) streams.push_back(ctx.engine.submit(r));
@@ -319,7 +113,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   const std::string object =
       chat ? (c->stream ? "chat.completion.chunk" : "chat.completion") : "text_completion";
   auto choices = std::make_shared<std::vector<Choice>>();
-  for (const auto& r : c->choices)
+  for (const auto& r : c->choices) {
     choices->push_back(Choice{TextTracker(ctx.codec, r.stop_strings, r.skip_special_tokens),
                               {},
                               {},
@@ -328,7 +122,11 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
                               {},
                               0,
                               0,
-                              false});
+                              false,
+                              nullptr});
+    if (!c->tool_format.empty())
+      choices->back().tools = std::make_shared<ToolCallStream>(c->tool_format);
+  }
   auto header = [&ctx, id, created, object]() {
     return json{{"id", id},
                 {"object", object},
@@ -377,7 +175,14 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       Choice& ch = (*choices)[k];
       json choice = {
           {"index", k}, {"finish_reason", ch.finish_reason}, {"matched_stop", ch.matched_stop}};
-      if (chat)
+      if (chat && ch.tools) {
+        const ParsedAnswer a = parse_tool_calls(c->tool_format, ch.full_text);
+        choice["message"] = {
+            {"role", "assistant"},
+            {"content", a.calls.empty() || !a.content.empty() ? json(a.content) : json()}};
+        if (!a.calls.empty()) choice["message"]["tool_calls"] = tool_calls_json(a.calls, false);
+        choice["finish_reason"] = finish_reason(ch.finish_reason, !a.calls.empty());
+      } else if (chat)
         choice["message"] = {{"role", "assistant"}, {"content", ch.full_text}};
       else
         choice["text"] = ch.full_text;
@@ -397,17 +202,38 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
         ctx.engine, streams,
         [&](size_t k, RequestOutput& o) {
           Choice& ch = (*choices)[k];
-          json chunk = header();
-          if (chat && !ch.role_sent) {  // the first chunk of a chat choice names the role
-            ch.role_sent = true;
+          // A chat chunk of this choice with only a delta.
+          auto send_delta = [&](const json& delta) {
+            json chunk = header();
             chunk["choices"] = json::array({{{"index", k},
-                                             {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                             {"delta", delta},
                                              {"logprobs", nullptr},
                                              {"finish_reason", nullptr}}});
-            if (!sse_send(sink, chunk.dump())) return false;
+            return sse_send(sink, chunk.dump());
+          };
+          // The first chunk of a chat choice names the role.
+          if (chat && !ch.role_sent) {
+            ch.role_sent = true;
+            if (!send_delta({{"role", "assistant"}, {"content", ""}})) return false;
           }
-          const std::string delta = absorb(k, o);
+          std::string delta = absorb(k, o);
           json choice = {{"index", k}, {"token_ids", o.token_ids}};
+          bool called = false;
+          if (ch.tools) {
+            delta = ch.tools->feed(delta);
+            if (o.finished) {
+              ParsedAnswer a = ch.tools->finish();
+              delta += a.content;
+              called = !a.calls.empty();
+              // The calls go out whole, every call in one delta (OpenAI's clients join
+              // deltas by index either way), after the content before them.
+              if (called) {
+                if (!delta.empty() && !send_delta({{"content", delta}})) return false;
+                delta.clear();
+                if (!send_delta({{"tool_calls", tool_calls_json(a.calls, true)}})) return false;
+              }
+            }
+          }
           if (chat)
             choice["delta"] =
                 delta.empty() && o.finished ? json::object() : json{{"content", delta}};
@@ -415,8 +241,10 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
             choice["text"] = delta;
           choice["logprobs"] =
               c->logprobs ? logprobs_json(ctx, o.logprobs, chat, ch.text_offset) : json();
-          choice["finish_reason"] = o.finished ? json(ch.finish_reason) : json();
+          choice["finish_reason"] =
+              o.finished ? json(finish_reason(ch.finish_reason, called)) : json();
           if (o.finished) choice["matched_stop"] = ch.matched_stop;
+          json chunk = header();
           chunk["choices"] = json::array({choice});
           return sse_send(sink, chunk.dump());
         },

@@ -211,4 +211,38 @@ std::string random_id(const std::string& prefix) {
   return fmt::format("{}{:016x}", prefix, fresh_seed());
 }
 
+RidRegistry::Registration::Registration(RidRegistry& registry, const std::vector<std::string>& rids,
+                                        const std::vector<std::shared_ptr<RequestStream>>& streams)
+    : registry_(registry) {
+  std::lock_guard<std::mutex> lock(registry_.mu_);
+  for (size_t k = 0; k < rids.size() && k < streams.size(); ++k) {
+    entries_.emplace_back(rids[k], streams[k]->id());
+    registry_.ids_.emplace(rids[k], streams[k]->id());
+  }
+}
+
+RidRegistry::Registration::~Registration() {
+  std::lock_guard<std::mutex> lock(registry_.mu_);
+  for (const auto& [rid, id] : entries_) {
+    auto [first, last] = registry_.ids_.equal_range(rid);
+    for (auto it = first; it != last; ++it)
+      if (it->second == id) {
+        registry_.ids_.erase(it);
+        break;
+      }
+  }
+}
+
+std::vector<uint64_t> RidRegistry::find(const std::string& rid, bool all) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> out;
+  if (all) {
+    for (const auto& [r, id] : ids_) out.push_back(id);
+    return out;
+  }
+  auto [first, last] = ids_.equal_range(rid);
+  for (auto it = first; it != last; ++it) out.push_back(it->second);
+  return out;
+}
+
 }  // namespace strata

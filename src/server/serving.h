@@ -4,7 +4,9 @@
 // client (stop strings cut, incomplete UTF-8 held back), encoding prompts, and server-sent
 // events.
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,38 @@ struct ServerOptions {
   std::string served_model_name;
   int http_threads = 256;  // connections served at once (each stream holds one)
   size_t max_body_bytes = 10u << 20;
+  // --api-key: every route but /health and /health_generate needs "Authorization: Bearer KEY"
+  // (empty: open).
+  std::string api_key;
+  // --allowed-origins: CORS; "*" allows any origin; empty: no CORS headers.
+  std::vector<std::string> allowed_origins;
+  bool log_requests = false;     // --log-requests: a line per request at info level
+  std::string tool_call_parser;  // --tool-call-parser (empty: from the chat template)
+  json server_args;              // the launch configuration, for GET /get_server_info
+};
+
+// The request ids (SGLang's `rid`) of the requests in flight, for POST /abort_request. A
+// Registration names a handler's requests while it serves them.
+class RidRegistry {
+ public:
+  class Registration {
+   public:
+    Registration(RidRegistry& registry, const std::vector<std::string>& rids,
+                 const std::vector<std::shared_ptr<RequestStream>>& streams);
+    ~Registration();
+    Registration(const Registration&) = delete;
+    Registration& operator=(const Registration&) = delete;
+
+   private:
+    RidRegistry& registry_;
+    std::vector<std::pair<std::string, uint64_t>> entries_;
+  };
+  // The engine ids of the requests named `rid` (every request with abort_all).
+  std::vector<uint64_t> find(const std::string& rid, bool all) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::multimap<std::string, uint64_t> ids_;
 };
 
 struct ServerContext {
@@ -33,6 +67,7 @@ struct ServerContext {
   ServerMetrics& metrics;
   const TextCodec* codec;  // null: the model directory has no tokenizer
   ServerOptions options;
+  std::shared_ptr<RidRegistry> rids = std::make_shared<RidRegistry>();
 };
 
 // The connection of the request a handler is serving: whether its client went away.
@@ -99,6 +134,16 @@ std::vector<std::string> get_stop_strings(const json& obj, const std::string& ke
 // The answer to a request whose client went away (no one reads it; the log may).
 void client_gone(httplib::Response& res);
 
+// Route handlers (generate_route.cpp, openai_routes.cpp, info_routes.cpp); errors are thrown
+// as HttpError / RequestError and answered by the server (http_server.cpp).
+void handle_generate(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_models(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_model_info(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_server_info(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_abort_request(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
                         bool chat);
 

@@ -12,6 +12,10 @@
 
 namespace strata {
 
+// JSON that keeps object keys in the order they were written (chat messages and tools, for
+// the chat template's `tojson`).
+using ordered_json = nlohmann::ordered_json;
+
 class TextCodec {
  public:
   virtual ~TextCodec() = default;
@@ -25,8 +29,9 @@ class TextCodec {
   virtual std::string token_text(int id) const = 0;
   // The prompt for OpenAI chat `messages` with the assistant turn opened; `extra` holds more
   // template variables (chat_template_kwargs). Throws HttpError (400) when there is no chat
-  // template or it rejects the messages.
-  virtual std::string apply_chat_template(const json& messages, const json& extra) const = 0;
+  // template or it rejects the messages. Ordered: `tojson` writes keys as the client did.
+  virtual std::string apply_chat_template(const ordered_json& messages,
+                                          const ordered_json& extra) const = 0;
   // Where the tokenizer came from, for messages.
   virtual const std::string& source() const = 0;
 };

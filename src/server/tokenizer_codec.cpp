@@ -74,7 +74,8 @@ std::string TokenizerCodec::token_text(int id) const {
   return known(id) ? tokenizer_.decode(std::vector<int>{id}, false) : "";
 }
 
-std::string TokenizerCodec::apply_chat_template(const json& messages, const json& extra) const {
+std::string TokenizerCodec::apply_chat_template(const ordered_json& messages,
+                                                const ordered_json& extra) const {
   if (!chat_)
     throw HttpError(400,
                     fmt::format("the tokenizer at {} has no usable chat template ({}); use "

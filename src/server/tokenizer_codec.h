@@ -20,7 +20,8 @@ class TokenizerCodec : public TextCodec {
   std::string decode(const std::vector<int>& ids, bool skip_special_tokens) const override;
   std::unique_ptr<TextStream> stream(bool skip_special_tokens) const override;
   std::string token_text(int id) const override;
-  std::string apply_chat_template(const json& messages, const json& extra) const override;
+  std::string apply_chat_template(const ordered_json& messages,
+                                  const ordered_json& extra) const override;
   const std::string& source() const override { return dir_; }
 
   const tok::Tokenizer& tokenizer() const { return tokenizer_; }

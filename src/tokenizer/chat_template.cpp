@@ -79,8 +79,8 @@ ChatTemplate::ChatTemplate(const std::string& source, const json& config) : temp
   }
 }
 
-std::string ChatTemplate::render(const json& messages, bool add_generation_prompt,
-                                 const json& extra) const {
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& extra) const {
   if (!messages.is_array())
     fail("chat messages must be a JSON array of {{\"role\", \"content\"}} objects");
   jinja::Dict vars = special_tokens_;

@@ -18,9 +18,10 @@ class ChatTemplate {
   ChatTemplate(const std::string& source, const nlohmann::json& config);
 
   // `messages`: [{"role": ..., "content": ...}, ...]. `extra`: more variables (e.g. tools,
-  // enable_thinking), overriding the defaults.
-  std::string render(const nlohmann::json& messages, bool add_generation_prompt,
-                     const nlohmann::json& extra = nlohmann::json::object()) const;
+  // enable_thinking), overriding the defaults. Ordered JSON, so that objects reach the
+  // template (and its `tojson`) with their keys in the order the client wrote them.
+  std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                     const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
  private:
   jinja::Template template_;

@@ -57,6 +57,15 @@ TEST(Jinja, StringMethodsAndFilters) {
             "x|3|5|1,2,3");
   EXPECT_EQ(render("{{ {'a': [1, 'é', none, true]} | tojson }}|{{ undefined_var | default('d') }}"),
             "{\"a\": [1, \"é\", null, true]}|d");
+  // Objects from ordered JSON (a request's tools) keep the client's key order, as Python's
+  // dicts and json.dumps do; nlohmann::json's objects come sorted.
+  Dict ordered;
+  ordered.set("t", Value::from_json(nlohmann::ordered_json::parse(
+                       R"({"type": "function", "function": {"name": "f", "args": [2, 1]}})")));
+  EXPECT_EQ(Template("{{ t | tojson }}").render(ordered),
+            R"({"type": "function", "function": {"name": "f", "args": [2, 1]}})");
+  EXPECT_EQ(render("{{ t | tojson }}", {{"t", {{"type", 1}, {"function", 2}}}}),
+            R"({"function": 2, "type": 1})");
   // Escapes as Python's json.dumps writes them (json.dumps('q"b\\\n\x01\t/é', ensure_ascii=False)).
   EXPECT_EQ(render("{{ s | tojson }}", {{"s", "q\"b\\\n\x01\t/é"}}),
             "\"q\\\"b\\\\\\n\\u0001\\t/é\"");

@@ -56,33 +56,45 @@ Value Value::function(std::string name, Function f) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::json& j) {
+namespace {
+template <typename J>
+Value value_from_json(const J& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null:
-      return none();
-    case nlohmann::json::value_t::boolean:
-      return Value(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned:
-      return Value(j.get<int64_t>());
-    case nlohmann::json::value_t::number_float:
-      return Value(j.get<double>());
-    case nlohmann::json::value_t::string:
-      return Value(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case J::value_t::null:
+      return Value::none();
+    case J::value_t::boolean:
+      return Value(j.template get<bool>());
+    case J::value_t::number_integer:
+    case J::value_t::number_unsigned:
+      return Value(j.template get<int64_t>());
+    case J::value_t::number_float:
+      return Value(j.template get<double>());
+    case J::value_t::string:
+      return Value(j.template get<std::string>());
+    case J::value_t::array: {
       List list;
-      for (const auto& e : j) list.push_back(from_json(e));
+      for (const auto& e : j) list.push_back(value_from_json(e));
       return Value(std::move(list));
     }
-    case nlohmann::json::value_t::object: {
+    case J::value_t::object: {
       Dict dict;
       for (auto it = j.begin(); it != j.end(); ++it)
-        dict.items.emplace_back(it.key(), from_json(it.value()));
+        dict.items.emplace_back(it.key(), value_from_json(it.value()));
       return Value(std::move(dict));
     }
     default:
       fail("chat template input: unsupported JSON value {}", j.dump());
   }
+}
+
+}  // namespace
+
+Value Value::from_json(const nlohmann::json& j) {
+  return value_from_json(j);
+}
+
+Value Value::from_json(const nlohmann::ordered_json& j) {
+  return value_from_json(j);
 }
 
 bool Value::truthy() const {

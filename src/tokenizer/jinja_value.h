@@ -41,7 +41,10 @@ class Value {
   Value(List list);
   Value(Dict dict);
   static Value function(std::string name, Function f);
+  // Objects keep their key order: nlohmann::json's sorted, ordered_json's as written (a
+  // request's tools and messages, so that `tojson` writes them as Python's json.dumps does).
   static Value from_json(const nlohmann::json& j);
+  static Value from_json(const nlohmann::ordered_json& j);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::Undefined; }

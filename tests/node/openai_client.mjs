@@ -1,10 +1,11 @@
 // strata's server driven by the official OpenAI Node client: completions and chat
-// completions, streamed and not, stop strings, logprobs, and errors as the client's typed
+// completions, streamed and not, stop strings, logprobs, models.retrieve, the API key,
+// fields SDKs add, logit_bias and penalties, tools, and errors as the client's typed
 // exceptions. Run by tests/openai_client_test.cpp against `strata serve` on loopback:
 //
 //   node tests/node/openai_client.mjs BASE_URL EXPECTED.json
 //
-// EXPECTED.json: {"model", "max_tokens", "prompt", "completion", "message", "chat"}, where
+// EXPECTED.json: {"model", "api_key", "max_tokens", "prompt", "completion", "message", "chat"}, where
 // "completion" and "chat" are the greedy texts `strata generate --prompt` / `--chat` gave.
 // Exits non-zero at the first failed assertion.
 import assert from 'node:assert/strict';
@@ -17,7 +18,7 @@ if (!baseURL || !expectedFile) {
   process.exit(2);
 }
 const expected = JSON.parse(readFileSync(expectedFile, 'utf8'));
-const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: expected.api_key, maxRetries: 0, timeout: 60_000 });
 let checks = 0;
 const check = (what, fn) => { fn(); ++checks; };
 
@@ -95,6 +96,55 @@ const stoppedStream = await client.completions.create({ ...greedy, prompt: expec
 let stoppedText = '';
 for await (const chunk of stoppedStream) for (const choice of chunk.choices) stoppedText += choice.text;
 check('streamed stop text', () => assert.equal(stoppedText, cut));
+
+// models.retrieve, and the API key: another key is the client's AuthenticationError.
+const model = await client.models.retrieve(expected.model);
+check('models.retrieve', () => assert.equal(model.id, expected.model));
+await assert.rejects(client.models.retrieve('no-such-model'), (e) => e instanceof OpenAI.NotFoundError);
+++checks;
+const stranger = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: 'not-the-key', maxRetries: 0 });
+await assert.rejects(stranger.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+++checks;
+
+// Fields SDKs and frameworks add change nothing.
+const extra = await client.chat.completions.create({
+  ...greedy, messages, parallel_tool_calls: false, store: false, metadata: { run: 'test' },
+  user: 'someone', service_tier: 'auto', reasoning_effort: 'low',
+});
+check('ignored fields', () => assert.equal(extra.choices[0].message.content, expected.chat));
+
+// logit_bias +100 on one token makes it every greedy choice; penalties are taken.
+const biased = await client.completions.create({ ...greedy, prompt: expected.prompt, logit_bias: { 42: 100 } });
+check('logit_bias', () => assert.deepEqual(biased.choices[0].token_ids, Array(expected.max_tokens).fill(42)));
+const penalized = await client.chat.completions.create({
+  ...greedy, messages, presence_penalty: 1.5, frequency_penalty: 1.0, seed: 7,
+});
+check('penalties', () => {
+  assert.equal(penalized.usage.completion_tokens, expected.max_tokens);
+  assert.equal(typeof penalized.choices[0].message.content, 'string');
+});
+
+// Tools (the server reads calls as --tool-call-parser hermes; the tiny model calls none, so
+// the answer is its plain text), whole and streamed.
+const tools = [{
+  type: 'function',
+  function: { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+}];
+const tooled = await client.chat.completions.create({ ...greedy, messages, tools, tool_choice: 'auto' });
+check('tools', () => {
+  assert.equal(tooled.choices[0].message.content, expected.chat);
+  assert.equal(tooled.choices[0].message.tool_calls, undefined);
+  assert.equal(tooled.choices[0].finish_reason, 'length');
+});
+const tooledStream = await client.chat.completions.create({ ...greedy, messages, tools, stream: true });
+let tooledText = '';
+for await (const chunk of tooledStream) for (const choice of chunk.choices) tooledText += choice.delta.content ?? '';
+check('streamed tools', () => assert.equal(tooledText, expected.chat));
+await assert.rejects(
+  client.chat.completions.create({ ...greedy, messages, tools, tool_choice: 'required' }),
+  (e) => e instanceof OpenAI.BadRequestError && /constrained decoding/.test(e.message),
+);
+++checks;
 
 // Errors arrive as the client's typed exceptions, with the server's message.
 await assert.rejects(

@@ -1,0 +1,39 @@
+#pragma once
+// The request side of OpenAI's POST /v1/completions and /v1/chat/completions: the body read
+// into one ServeRequest per choice (prompts encoded, chat messages rendered through the chat
+// template with the request's tools, the sampling controls of request_fields.h).
+#include <string>
+#include <vector>
+
+#include "server/serving.h"
+
+namespace strata {
+
+struct CompletionRequest {
+  bool chat = false;
+  std::vector<ServeRequest> choices;  // prompt-major: choice k = prompt k / n, sample k % n
+  std::vector<int> prompt_tokens;     // per prompt
+  int n = 1;
+  bool stream = false, include_usage = false;
+  bool logprobs = false;
+  ordered_json tools;       // chat: the request's tools offered to the model (null: none)
+  std::string tool_choice;  // "auto" | "none" | "required" | "function" (named)
+  std::string tool_name;    // tool_choice naming a function: its name
+  std::string tool_format;  // tools offered: how calls are read (tool_calls.h)
+};
+
+// The prompt of chat `messages` in `body` (with add_generation_prompt, default true, and
+// chat_template_kwargs) rendered through the chat template with `tools` (null: none) and
+// returned as text (encode it without special tokens, as transformers' apply_chat_template
+// does: the template writes them).
+// `body` as written (ordered_json), so that objects keep their key order in the template.
+std::string chat_prompt_text(const ServerContext& ctx, const ordered_json& body,
+                             const ordered_json& tools);
+
+// 400 / 404 (unknown model) as HttpError naming the field.
+// `ordered`: the same body parsed as ordered_json (messages and tools reach the template as
+// written).
+CompletionRequest parse_completion_request(const ServerContext& ctx, const json& body,
+                                           const ordered_json& ordered, bool chat);
+
+}  // namespace strata

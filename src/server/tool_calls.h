@@ -1,0 +1,54 @@
+#pragma once
+// Tool calls read from a chat answer's text, in the format of the model family (named as
+// SGLang's and vLLM's --tool-call-parser):
+//   hermes (= qwen25, qwen): <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, one
+//     block per call; the content is the text before the first block.
+//   llama3: the answer is the call(s): optionally <|python_tag|>, then {"name": ...,
+//     "parameters": {...}} objects separated by ';'.
+// When the calls do not parse (invalid JSON, no name), the whole text is the content, as
+// vLLM does. A stream holds back text from where a call may begin, so that the content
+// streamed equals the content of the whole answer.
+#include <string>
+#include <vector>
+
+#include "model/json_util.h"
+
+namespace strata {
+
+bool tool_call_format_known(const std::string& name);
+std::string tool_call_formats();  // "hermes, qwen25, qwen, llama3" for messages
+// The format a chat template asks for, from its prompt rendered with tools (it describes the
+// call syntax to the model); empty when it names none of the known ones.
+std::string detect_tool_call_format(const std::string& prompt_with_tools);
+
+struct ToolCall {
+  std::string id;  // "call_..." (OpenAI's spelling)
+  std::string name;
+  std::string arguments;  // JSON text of the arguments object
+};
+
+struct ParsedAnswer {
+  std::string content;
+  std::vector<ToolCall> calls;
+};
+ParsedAnswer parse_tool_calls(const std::string& format, const std::string& text);
+
+// The same, as text arrives: feed() returns the content that may be sent now; finish() the
+// rest of the content (empty when calls were found) and the calls.
+class ToolCallStream {
+ public:
+  explicit ToolCallStream(std::string format) : format_(std::move(format)) {}
+  std::string feed(const std::string& delta);
+  ParsedAnswer finish();
+
+ private:
+  std::string format_;
+  std::string text_;  // all so far
+  size_t sent_ = 0;   // content already returned
+  bool in_call_ = false;
+};
+
+// OpenAI's message.tool_calls / delta.tool_calls entries.
+json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index);
+
+}  // namespace strata
