@@ -277,7 +277,7 @@ TEST(ServerText, BadTextRequestsGetClearFourHundredsAndTheServerStaysUp) {
   expect_error(h, cc,
                R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": []})",
                "'chat_template_kwargs' must be an object");
-  expect_error(h, "/generate", R"({"text": ["a", "b"]})", "batched 'text'");
+  expect_error(h, "/generate", R"({"text": []})", "'text' is an empty list");
   expect_error(h, "/generate", R"({"text": 5})", "'text' must be a string");
   expect_error(h, "/generate", R"({"text": "Hi", "sampling_params": {"stop": [1]}})",
                "'stop' must be a string or a list of strings");
