@@ -1,10 +1,9 @@
 #include "ops/cuda/cuda_ops.h"
 
-#include <map>
-#include <optional>
-
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <optional>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
