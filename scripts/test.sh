@@ -28,5 +28,5 @@ if [ -x "$NVCC" ]; then
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC"
   cmake --build build-cuda
   ./build-cuda/tests/strata_tests \
-    --gtest_filter='CudaKernels*:Shapes/CudaBackendVsCpu*:DeviceKVPool*:Fixtures/DenseGoldenCuda*:Fixtures/PipelineCuda*:PipelineCuda*'
+    --gtest_filter='Shapes/CudaBackendVsCpu*:DeviceKVPool*:*Cuda*:*OpsDevice*'
 fi

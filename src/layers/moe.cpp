@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+
 #include "core/error.h"
 
 namespace strata {

@@ -1,5 +1,6 @@
 #include "model/decoder_model.h"
 
+
 #include "core/error.h"
 
 namespace strata {

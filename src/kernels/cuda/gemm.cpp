@@ -18,21 +18,6 @@ Blas::~Blas() {
   if (workspace_) cudaFree(workspace_);
 }
 
-void Blas::linear(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
-                  float beta) const {
-  if (m == 0) return;
-  STRATA_CHECK(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, "GEMM {}x{}x{} too large", m, n,
-               k);
-  const float alpha = 1.0f;
-  // cuBLAS is column-major: y^T [n, m] = w [n, k] . x^T [k, m], where the row-major w and x
-  // are column-major [k, n] and [k, m].
-  STRATA_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n),
-                                   static_cast<int>(m), static_cast<int>(k), &alpha, w, CUDA_R_16BF,
-                                   static_cast<int>(k), x, CUDA_R_16BF, static_cast<int>(k), &beta,
-                                   y, CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F,
-                                   CUBLAS_GEMM_DEFAULT));
-}
-
 namespace {
 int dim(int64_t v, const char* what) {
   STRATA_CHECK(v >= 0 && v <= INT32_MAX, "GEMM {} {} outside cuBLAS's int range", what, v);

@@ -15,11 +15,6 @@ class Blas {
   Blas(const Blas&) = delete;
   Blas& operator=(const Blas&) = delete;
 
-  // y[m, n] = x[m, k] . w[n, k]^T + beta * y. `beta` 1 adds into y: the residual add of
-  // o_proj and down_proj comes free with the GEMM.
-  void linear(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
-              float beta = 0.0f) const;
-
   // The general form: y[m, n] = x[m, k] . w[n, k]^T + beta * y with row strides (in
   // elements) ldx, ldw, ldy, so that column slices of a wider buffer are read and written in
   // place; y is f32 or bf16 (`y_bf16`), accumulation f32 either way.

@@ -123,22 +123,23 @@ void* CudaOps::device_alloc(size_t bytes, const char* what) {
   return p;
 }
 
+// Replaces the arena by one of at least `bytes` (every arena address changes: generation + 1).
+void CudaOps::regrow(size_t bytes) {
+  STRATA_CHECK(!capturing(), "the workspace arena cannot grow while the stream is captured");
+  // Kernels queued earlier may still read the old arena.
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (arena_) STRATA_CUDA_CHECK(cudaFree(arena_));
+  arena_ = nullptr;
+  capacity_ = align_up(bytes, kArenaGranule);
+  arena_ = device_alloc(capacity_, "the workspace arena");
+  ++generation_;
+  grew_ = true;
+}
+
 void CudaOps::begin_pass() {
   grew_ = false;
-  const size_t need = pass_bytes_;  // counted inside passes only, end_pass() or not
-  if (need > capacity_) {
-    STRATA_CHECK(!capturing(), "begin_pass while capturing, after a pass that overflowed");
-    // The previous pass's kernels may still read the old arena.
-    STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    {
-      if (arena_) STRATA_CUDA_CHECK(cudaFree(arena_));
-      arena_ = nullptr;
-      capacity_ = align_up(need, kArenaGranule);
-      arena_ = device_alloc(capacity_, "the workspace arena");
-      ++generation_;
-      grew_ = true;
-    }
-  }
+  // The previous pass's need (arena peak plus the most it spilled past the arena).
+  if (pass_bytes_ > capacity_) regrow(pass_bytes_);
   offset_ = 0;
   pass_bytes_ = 0;
   overflow_bytes_ = overflow_peak_ = 0;
@@ -149,13 +150,7 @@ void CudaOps::begin_pass() {
 void CudaOps::reserve(size_t bytes) {
   if (bytes <= capacity_) return;
   STRATA_CHECK(!in_pass_ || offset_ == 0, "reserve() in the middle of a pass");
-  STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  if (arena_) STRATA_CUDA_CHECK(cudaFree(arena_));
-  arena_ = nullptr;
-  capacity_ = align_up(bytes, kArenaGranule);
-  arena_ = device_alloc(capacity_, "the workspace arena");
-  ++generation_;
-  grew_ = true;
+  regrow(bytes);
   blocks_->reset(capacity_);
 }
 

@@ -100,6 +100,7 @@ class CudaOps : public Ops {
 
  private:
   bool capturing() const;
+  void regrow(size_t bytes);
   void* device_alloc(size_t bytes, const char* what);
   // A bf16 view of x for a GEMM operand: x itself when it is bf16, else a workspace copy.
   Tensor as_bf16(const Tensor& x);
