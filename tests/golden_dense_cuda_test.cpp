@@ -113,15 +113,13 @@ TEST_P(DenseGoldenCuda, ChunkedPrefillAgreesWithWholePrefill) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, DenseGoldenCuda,
-                         testing::Values(GoldenCase{"llama", 1}, GoldenCase{"llama", 16},
-                                         GoldenCase{"llama3_rope", 1}, GoldenCase{"llama_bf16", 16},
-                                         GoldenCase{"qwen2", 1}, GoldenCase{"qwen2", 16},
-                                         GoldenCase{"qwen3", 1}, GoldenCase{"mistral_swa", 1},
-                                         GoldenCase{"mistral_swa", 16},
-                                         GoldenCase{"deepseek_v2_lite", 1},
-                                         GoldenCase{"deepseek_v2_lite", 16},
-                                         GoldenCase{"deepseek_v3", 1}),
-                         golden_case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, DenseGoldenCuda,
+    testing::Values(GoldenCase{"llama", 1}, GoldenCase{"llama", 16}, GoldenCase{"llama3_rope", 1},
+                    GoldenCase{"llama_bf16", 16}, GoldenCase{"qwen2", 1}, GoldenCase{"qwen2", 16},
+                    GoldenCase{"qwen3", 1}, GoldenCase{"mistral_swa", 1},
+                    GoldenCase{"mistral_swa", 16}, GoldenCase{"deepseek_v2_lite", 1},
+                    GoldenCase{"deepseek_v2_lite", 16}, GoldenCase{"deepseek_v3", 1}),
+    golden_case_name);
 
 }  // namespace strata::test

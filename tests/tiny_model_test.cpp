@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "runtime/stage_device.h"
 #include "runtime/perplexity.h"
+#include "runtime/stage_device.h"
 #include "server_harness.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"

@@ -19,8 +19,8 @@ struct AttentionCall {
   int layer_id = -1;
   int num_q_heads = 0;
   float scale = 1.0f;
-  int sliding_window = 0;        // attend to the last `sliding_window` positions; 0 = all
-  float logit_softcap = 0.0f;    // tanh soft-capping of scores; 0 = off
+  int sliding_window = 0;         // attend to the last `sliding_window` positions; 0 = all
+  float logit_softcap = 0.0f;     // tanh soft-capping of scores; 0 = off
   const Tensor* sinks = nullptr;  // [num_q_heads] per-head sink logits (gpt-oss); null = none
 };
 
@@ -32,8 +32,8 @@ class AttentionBackend {
   // q: [T, Hq * k_head_dim]; k: [T, k_width]; v: [T, v_width] (empty when the layout keeps
   // v inside k); out: [T, Hq * v_head_dim]. Tensors on the backend's device; q, k and v may
   // be column views of one fused projection.
-  virtual void forward(const AttentionCall& call, const Tensor& q, const Tensor& k,
-                       const Tensor& v, Tensor& out) = 0;
+  virtual void forward(const AttentionCall& call, const Tensor& q, const Tensor& k, const Tensor& v,
+                       Tensor& out) = 0;
 };
 
 std::unique_ptr<AttentionBackend> make_cpu_attention_backend(KVPool* pool,

@@ -29,8 +29,8 @@ void CpuAttentionBackend::prepare(const ForwardBatch& batch) {
   token_offsets_ = batch.token_offsets();
 }
 
-void CpuAttentionBackend::forward(const AttentionCall& call, const Tensor& q_in,
-                                  const Tensor& k_in, const Tensor& v_in, Tensor& out_t) {
+void CpuAttentionBackend::forward(const AttentionCall& call, const Tensor& q_in, const Tensor& k_in,
+                                  const Tensor& v_in, Tensor& out_t) {
   STRATA_CHECK(batch_ != nullptr, "forward before prepare");
   // The kernels read rows back to back: views of a fused projection are copied out once.
   const auto packed = [](const Tensor& t) { return t.empty() || t.contiguous() ? t : t.clone(); };

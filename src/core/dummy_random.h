@@ -27,7 +27,7 @@ STRATA_HOST_DEVICE inline float dummy_value(uint64_t stream, uint64_t index, flo
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;
   const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);  // [0, 1), 24 bits
-  return (2.0f * u - 1.0f) * stddev * 1.7320508f;                       // std of U(-a, a) = a/sqrt(3)
+  return (2.0f * u - 1.0f) * stddev * 1.7320508f;  // std of U(-a, a) = a/sqrt(3)
 }
 
 }  // namespace strata

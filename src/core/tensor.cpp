@@ -71,8 +71,8 @@ std::string Tensor::describe() const {
 }
 
 Tensor Tensor::slice_cols(int64_t start, int64_t width) const {
-  STRATA_CHECK(start >= 0 && width >= 0 && start + width <= cols(), "columns [{}, {}) of {}",
-               start, start + width, describe());
+  STRATA_CHECK(start >= 0 && width >= 0 && start + width <= cols(), "columns [{}, {}) of {}", start,
+               start + width, describe());
   std::vector<int64_t> shape = shape_;
   shape.back() = width;
   char* base = static_cast<char*>(data_) + start * dtype_size(dtype_);

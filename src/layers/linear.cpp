@@ -4,8 +4,7 @@
 
 namespace strata {
 
-Linear Linear::load(ParamLoader& w, const std::string& prefix, int64_t in, int64_t out,
-                    bool bias) {
+Linear Linear::load(ParamLoader& w, const std::string& prefix, int64_t in, int64_t out, bool bias) {
   return load_stacked(w, {prefix}, in, {out}, bias);
 }
 

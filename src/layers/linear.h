@@ -15,8 +15,7 @@ class Linear {
  public:
   Linear() = default;
   // `prefix.weight` [out, in] and, with `bias`, `prefix.bias` [out].
-  static Linear load(ParamLoader& w, const std::string& prefix, int64_t in, int64_t out,
-                     bool bias);
+  static Linear load(ParamLoader& w, const std::string& prefix, int64_t in, int64_t out, bool bias);
   // Several projections of the same input stacked along the output dimension, run as one
   // GEMM (q|k|v, gate|up). Output columns follow the order of `prefixes`.
   static Linear load_stacked(ParamLoader& w, const std::vector<std::string>& prefixes, int64_t in,

@@ -88,8 +88,7 @@ Tensor Mamba2Mixer::forward(const Tensor& x, const ForwardBatch& batch, ForwardC
                opt_.layer_id);
   // The scan and conv kernels exist on the CPU only so far; the capability table refuses
   // hybrid models on other devices before anything loads.
-  STRATA_CHECK(ctx.ops->device().is_host(), "layer {}: Mamba2 runs on the CPU only",
-               opt_.layer_id);
+  STRATA_CHECK(ctx.ops->device().is_host(), "layer {}: Mamba2 runs on the CPU only", opt_.layer_id);
   Ops& ops = *ctx.ops;
   StatePool& pool = *ctx.recurrent_state;
   const RecurrentStateLayout& layout = pool.layout(opt_.layer_id);

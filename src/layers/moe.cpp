@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 #include "core/error.h"
 
 namespace strata {

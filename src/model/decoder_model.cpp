@@ -1,6 +1,5 @@
 #include "model/decoder_model.h"
 
-
 #include "core/error.h"
 
 namespace strata {

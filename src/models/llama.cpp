@@ -14,8 +14,7 @@ namespace {
 
 class LlamaDecoderLayer : public DecoderLayer {
  public:
-  LlamaDecoderLayer(const ModelConfig& c, ParamLoader& w, int layer_id,
-                    const LlamaVariant& variant)
+  LlamaDecoderLayer(const ModelConfig& c, ParamLoader& w, int layer_id, const LlamaVariant& variant)
       : attn_(w, fmt::format("model.layers.{}.self_attn", layer_id),
               attention_options(c, layer_id, variant)),
         mlp_(w, fmt::format("model.layers.{}.mlp", layer_id), c.hidden_size, c.intermediate_size,

@@ -135,9 +135,9 @@ class CpuOps : public Ops {
     check_host_f32(x, "rms_norm");
     check_host_f32(out, "rms_norm output");
     const int64_t width = w.numel();
-    STRATA_CHECK(width > 0 && x.cols() % width == 0 && out.cols() == x.cols() &&
-                     out.rows() == x.rows(),
-                 "rms_norm of {} in groups of {} -> {}", x.describe(), width, out.describe());
+    STRATA_CHECK(
+        width > 0 && x.cols() % width == 0 && out.cols() == x.cols() && out.rows() == x.rows(),
+        "rms_norm of {} in groups of {} -> {}", x.describe(), width, out.describe());
     const int64_t groups = x.cols() / width;
     if (x.contiguous() && out.contiguous()) {
       cpu::rms_norm(x.ptr<float>(), w.data(), x.rows() * groups, width, eps, out.ptr<float>(),
@@ -198,8 +198,8 @@ class CpuOps : public Ops {
   void rope(Tensor& x, int num_heads, int64_t head_stride, const Tensor& positions,
             const RopeTable& rope) override {
     check_host_f32(x, "rope");
-    STRATA_CHECK(positions.numel() == x.rows(), "rope: {} positions for {} rows",
-                 positions.numel(), x.rows());
+    STRATA_CHECK(positions.numel() == x.rows(), "rope: {} positions for {} rows", positions.numel(),
+                 x.rows());
     cpu::rope(x.ptr<float>(), x.rows(), num_heads, x.row_stride(), head_stride,
               positions.ptr<int32_t>(), rope.inv_freq.data(), rope.rotary_dim, rope.interleaved,
               rope.cos_sin_scale);
@@ -210,10 +210,8 @@ class CpuOps : public Ops {
     const int64_t width = table.dim(1), vocab = table.dim(0);
     const int32_t* id = ids.ptr<int32_t>();
     for (int64_t i = 0; i < ids.numel(); ++i) {
-      STRATA_CHECK(id[i] >= 0 && id[i] < vocab, "token id {} outside vocabulary {}", id[i],
-                   vocab);
-      std::memcpy(out.ptr<float>() + i * out.row_stride(), table.row(id[i]),
-                  sizeof(float) * width);
+      STRATA_CHECK(id[i] >= 0 && id[i] < vocab, "token id {} outside vocabulary {}", id[i], vocab);
+      std::memcpy(out.ptr<float>() + i * out.row_stride(), table.row(id[i]), sizeof(float) * width);
     }
   }
 
@@ -225,8 +223,8 @@ class CpuOps : public Ops {
                   x.ptr<float>() + int64_t{r[i]} * x.row_stride(), sizeof(float) * x.cols());
   }
 
-  void route(const RouterConfig& cfg, const Tensor& router_logits, const Tensor* bias,
-             Tensor& ids, Tensor& weights) override {
+  void route(const RouterConfig& cfg, const Tensor& router_logits, const Tensor* bias, Tensor& ids,
+             Tensor& weights) override {
     const Tensor logits = contiguous(router_logits);
     cpu::route_tokens(cfg, logits.data(), logits.rows(),
                       bias && !bias->empty() ? bias->data() : nullptr, ids.ptr<int32_t>(),
@@ -275,7 +273,8 @@ class CpuOps : public Ops {
     check_host_f32(logits, "argmax");
     for (int64_t r = 0; r < logits.rows(); ++r) {
       const float* row = logits.ptr<float>() + r * logits.row_stride();
-      ids.ptr<int32_t>()[r] = static_cast<int32_t>(std::max_element(row, row + logits.cols()) - row);
+      ids.ptr<int32_t>()[r] =
+          static_cast<int32_t>(std::max_element(row, row + logits.cols()) - row);
     }
   }
 };

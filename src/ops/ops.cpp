@@ -11,8 +11,8 @@ Activation parse_activation(const std::string& name, const std::string& field) {
   if (name == "gelu_pytorch_tanh" || name == "gelu_tanh") return Activation::GeluTanh;
   if (name == "gelu") return Activation::Gelu;
   if (name == "relu2") return Activation::Relu2;
-  fail("config.json: {} '{}' is not supported (supported: silu, gelu, gelu_pytorch_tanh, relu2)", field,
-       name);
+  fail("config.json: {} '{}' is not supported (supported: silu, gelu, gelu_pytorch_tanh, relu2)",
+       field, name);
 }
 
 void RouterConfig::validate() const {

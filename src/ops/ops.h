@@ -61,8 +61,8 @@ struct ExpertWeights {
   int num_experts = 0, hidden = 0, intermediate = 0;
   bool gated = true;
   Activation activation = Activation::Silu;
-  Tensor w_in;    // [E * (gated ? 2 : 1) * I, H]
-  Tensor w_down;  // [E * H, I]
+  Tensor w_in;          // [E * (gated ? 2 : 1) * I, H]
+  Tensor w_down;        // [E * H, I]
   Tensor b_in, b_down;  // optional biases, [E * in_rows] and [E * H]
 };
 

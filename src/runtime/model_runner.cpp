@@ -163,9 +163,9 @@ std::string ModelRunner::describe() const {
 PassOutput ModelRunner::run_pass(const ForwardBatch& batch, bool greedy) {
   device_->stage(batch);
   const Tensor hidden_in =
-      stage_.is_first ? Tensor{}
-                      : device_->persistent("stage_in", {batch.num_tokens(), config_.hidden_size},
-                                            DType::F32);
+      stage_.is_first
+          ? Tensor{}
+          : device_->persistent("stage_in", {batch.num_tokens(), config_.hidden_size}, DType::F32);
   return device_->run(batch, greedy ? 1 : 0, [&](ForwardContext& ctx) {
     ctx.recurrent_state = state_pool_.get();
     Ops& ops = *ctx.ops;
@@ -195,8 +195,8 @@ Tensor ModelRunner::forward(const ForwardBatch& batch, const Tensor& hidden_in) 
   if (stage_.is_last) return device_->to_host(out.logits);
   stage_tokens_ = batch.num_tokens();
   const TensorRef hidden = stage_output();
-  return device_->to_host(Tensor::view(hidden.data, hidden.shape, DType::F32,
-                                       device_->ops().device()));
+  return device_->to_host(
+      Tensor::view(hidden.data, hidden.shape, DType::F32, device_->ops().device()));
 }
 
 std::vector<int32_t> ModelRunner::forward_greedy(const ForwardBatch& batch) {

@@ -480,8 +480,8 @@ std::vector<RequestOutput> Scheduler::step() {
 
   // Greedy requests that need no logits take their tokens from the device (argmax there, one
   // id per row back); otherwise the logits come to the host and each request samples its own.
-  const bool on_device = std::all_of(members.begin(), members.end(),
-                                     [](const Req* r) { return picks_on_device(*r); });
+  const bool on_device =
+      std::all_of(members.begin(), members.end(), [](const Req* r) { return picks_on_device(*r); });
   Tensor logits;
   std::vector<int32_t> ids;
   if (on_device)

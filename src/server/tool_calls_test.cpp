@@ -33,7 +33,7 @@ TEST(ToolCalls, HermesCallsAndTheContentBeforeThem) {
 
 TEST(ToolCalls, Llama3JsonCalls) {
   for (const std::string& text : {kLlama, kLlama.substr(std::string("<|python_tag|>").size()),
-                                 " " + kLlama + "; {\"name\": \"b\", \"parameters\": {}}"}) {
+                                  " " + kLlama + "; {\"name\": \"b\", \"parameters\": {}}"}) {
     const ParsedAnswer a = parse_tool_calls("llama3", text);
     EXPECT_EQ(a.content, "") << text;
     ASSERT_GE(a.calls.size(), 1u) << text;

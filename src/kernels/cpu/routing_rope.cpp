@@ -1,3 +1,5 @@
+#include "kernels/cpu/routing_rope.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -6,7 +8,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/routing_rope.h"
 
 namespace strata {
 namespace cpu {
@@ -71,7 +72,6 @@ void route_tokens(const RouterConfig& cfg, const float* router_logits, int64_t r
     for (int j = 0; j < k; ++j) weights[r * k + j] *= norm * cfg.routed_scaling_factor;
   }
 }
-
 
 void rope(float* x, int64_t num_tokens, int num_heads, int64_t row_stride, int64_t head_stride,
           const int32_t* positions, const float* inv_freq, int rotary_dim, bool interleaved,

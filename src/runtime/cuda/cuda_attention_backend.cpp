@@ -27,14 +27,14 @@ CudaAttentionBackend::~CudaAttentionBackend() {
 }
 
 void CudaAttentionBackend::reset_table() {
-  STRATA_CUDA_CHECK(cudaMemsetAsync(req_to_token_.data(), 0,
-                                    static_cast<size_t>(max_requests_) * max_context_len_ *
-                                        sizeof(int32_t),
-                                    stream_));
+  STRATA_CUDA_CHECK(cudaMemsetAsync(
+      req_to_token_.data(), 0,
+      static_cast<size_t>(max_requests_) * max_context_len_ * sizeof(int32_t), stream_));
 }
 
 Tensor CudaAttentionBackend::ints(int64_t offset, int64_t n) const {
-  return Tensor::view(meta_.as<int32_t>() + offset, {n}, DType::I32, Device::cuda(cuda::current_device()));
+  return Tensor::view(meta_.as<int32_t>() + offset, {n}, DType::I32,
+                      Device::cuda(cuda::current_device()));
 }
 
 void CudaAttentionBackend::ensure_staging(size_t count) {
@@ -125,9 +125,8 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
       shared_total += batch.prefix_lens[i];
       max_shared_ = std::max(max_shared_, batch.prefix_lens[i]);
     }
-  const size_t count = static_cast<size_t>(batch.mode == ForwardMode::Extend
-                                               ? off_shared_ + shared_total
-                                               : off_last_ + b);
+  const size_t count = static_cast<size_t>(
+      batch.mode == ForwardMode::Extend ? off_shared_ + shared_total : off_last_ + b);
   // The previous pass may still read the staging buffer through its copy: wait for it, for
   // a bounded time (in a pipeline stage that pass may wait on a transfer from another process).
   if (!marked_) STRATA_CUDA_CHECK(cudaEventRecord(queued_, stream_));

@@ -83,7 +83,8 @@ class CudaStageDevice : public StageDevice {
     // Even a stage without attention layers uses the backend: it stages every pass's
     // metadata (ids, positions, rows) on the device.
     pool_ = std::make_unique<DeviceKVPool>(layouts, memory.allocator().num_slots());
-    attention_ = std::make_unique<CudaAttentionBackend>(pool_.get(), &memory.req_to_token(), stream_);
+    attention_ =
+        std::make_unique<CudaAttentionBackend>(pool_.get(), &memory.req_to_token(), stream_);
     attention_->set_wait_timeout(wait_timeout_s_);
     max_requests_ = memory.req_to_token().max_requests();
   }
@@ -143,8 +144,7 @@ class CudaStageDevice : public StageDevice {
   }
 
   Tensor to_host(const Tensor& t) override {
-    STRATA_CHECK(t.dtype() == DType::F32 && t.contiguous(), "to_host of a {} tensor",
-                 t.describe());
+    STRATA_CHECK(t.dtype() == DType::F32 && t.contiguous(), "to_host of a {} tensor", t.describe());
     host_.ensure(t.bytes());
     STRATA_CUDA_CHECK(
         cudaMemcpyAsync(host_.as<float>(), t.raw(), t.bytes(), cudaMemcpyDeviceToHost, stream_));
@@ -156,8 +156,9 @@ class CudaStageDevice : public StageDevice {
 
   Tensor persistent(const std::string& slot, std::vector<int64_t> shape, DType dtype) override {
     cuda::DeviceBuffer& b = buffers_[slot];
-    const size_t bytes = static_cast<size_t>(Tensor::view(nullptr, shape, dtype, Device::host()).numel()) *
-                         dtype_size(dtype);
+    const size_t bytes =
+        static_cast<size_t>(Tensor::view(nullptr, shape, dtype, Device::host()).numel()) *
+        dtype_size(dtype);
     if (b.bytes() < bytes) {
       // Nothing queued may still use the old buffer.
       STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
