@@ -20,8 +20,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
 fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
-cmake --build build
+./scripts/build.sh
 # The test suite's npm packages (tests/node/package-lock.json pins them; node_modules is not
 # committed).
 npm ci --prefix tests/node --no-audit --no-fund

@@ -5,11 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
-cmake --build build
+# Release (with the CUDA backend wherever nvcc is installed: its GPU tests skip without a GPU,
+# and run on a machine that has one; the pipeline ones need two GPUs and mpirun).
+./scripts/build.sh
 ctest --test-dir build -j"$JOBS" --output-on-failure
 
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON -DCMAKE_CXX_FLAGS=-O1
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON -DSTRATA_CUDA=OFF \
+  -DCMAKE_CXX_FLAGS=-O1
 cmake --build build-asan
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp \
@@ -20,13 +22,3 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$PWD/scri
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   ctest --test-dir build-asan -j"$JOBS" --output-on-failure -R Pipeline
 
-# The CUDA build, wherever nvcc is installed: it must compile everywhere; its GPU tests skip
-# with a visible message on machines without a GPU (CI), and run on one that has it (the
-# pipeline ones need two GPUs and mpirun).
-NVCC=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-if [ -x "$NVCC" ]; then
-  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC"
-  cmake --build build-cuda
-  ./build-cuda/tests/strata_tests \
-    --gtest_filter='Shapes/CudaBackendVsCpu*:DeviceKVPool*:*Cuda*:*OpsDevice*'
-fi
