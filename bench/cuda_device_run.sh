@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command on the H200: the GPU tests, then the benchmarks of
 # docs/benchmarks-cuda.md. Logs and JSON results go to $OUT (default ./cuda-out).
-#   bench/cuda_device_run.sh [tests|bench|peer|all] [output_len]
+#   bench/cuda_device_run.sh [tests|bench|peer|profile|all] [output_len]
 # Build the bundle here first (scripts/gpu_bundle.sh) and carry .devtree/gpu.
 set -u
 OUT=${OUT:-$PWD/cuda-out}
@@ -52,6 +52,18 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     --random-output-len 256 --random-range-ratio 1 --max-concurrency 64 --json | tee "$OUT/serving.json"
   kill $serve_pid; wait $serve_pid
   tail -3 "$OUT/serve.log"
+fi
+
+if [ "$what" = profile ]; then
+  # Per-kernel GPU time of batch-64 decode steps (Nsight Compute, clocks left alone, graphs off
+  # so that every kernel is its own launch): kernels past the prefill and the reserve passes.
+  which ncu || exit 1
+  timeout "${PROFILE_TIMEOUT:-400}" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+    --launch-skip "${PROFILE_SKIP:-4000}" --launch-count "${PROFILE_COUNT:-700}" \
+    "$bin/strata" bench-one-batch --model $config --load-format dummy --device cuda \
+    --batch-size 64 --input-len 1024 --output-len 12 --disable-cuda-graph >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+  echo "ncu rc=$?"; tail -3 "$OUT/ncu.err"
+  python3 bench/ncu_summary.py "$OUT/ncu.csv" | tee "$OUT/ncu_summary.txt"
 fi
 
 if [ "$what" = peer ] || [ "$what" = all ]; then

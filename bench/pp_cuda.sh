@@ -7,7 +7,7 @@
 # median inter-token time is the time per decode step a request sees).
 # Usage: bench/pp_cuda.sh [STRATA] [INPUT_LEN] [OUTPUT_LEN]      (from the repository root)
 set -uo pipefail
-strata=${1:-build-cuda/strata}
+strata=${1:-build/strata}
 input_len=${2:-1024}
 output_len=${3:-256}
 config=bench/configs/llama-3.1-8b-instruct

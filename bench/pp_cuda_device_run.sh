@@ -55,7 +55,7 @@ ldd "$bin/strata" | grep -E "not found|nccl|cublas|cudart|mpi|fmt|openblas" | te
 
 # The test binary has the developer machine's paths compiled in (test data, the strata binary).
 tests_src=$(strings "$bin/strata_tests" | grep -m1 -E '^/.*/tests/data$')
-strata_path=$(strings "$bin/strata_tests" | grep -m1 -E '^/.*/build-cuda/strata$')
+strata_path=$(strings "$bin/strata_tests" | grep -m1 -E '^/.*/build/strata$')
 mkdir -p "$(dirname "$tests_src")" "$(dirname "$strata_path")"
 [ -e "$tests_src" ] || ln -sfn "$PWD/tests/data" "$tests_src"
 [ -e "$strata_path" ] || ln -sfn "$bin/strata" "$strata_path"

@@ -4,26 +4,26 @@
 # OpenMPI's libmpi, ...: everything ldd lists outside the C runtime and CUDA itself), packed
 # into .devtree/gpu/bundle.tar.xz (.devtree/ is git-ignored; a device run carries it, well
 # under the 64 MiB a run may carry). bench/cuda_device_run.sh unpacks and uses it there.
-#   scripts/gpu_bundle.sh            # build-cuda/ -> .devtree/gpu/bundle.tar.xz
+#   scripts/gpu_bundle.sh            # build/ (scripts/build.sh, with CUDA) -> .devtree/gpu/bundle.tar.xz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NVCC=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+[ -x "$NVCC" ] || { echo "error: the GPU bundle needs nvcc (CUDACXX or /usr/local/cuda/bin/nvcc)" >&2; exit 1; }
 LAUNCHER=()
 command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=ON \
-  -DCMAKE_CUDA_COMPILER="$NVCC" "${LAUNCHER[@]}" >/dev/null
-cmake --build build-cuda -j"${JOBS:-2}" --target strata strata_tests strata_attention_bench
+# The same build as the test suite's (scripts/build.sh): one CUDA-enabled Release tree.
+STRATA_CUDA=ON ./scripts/build.sh "${LAUNCHER[@]}" >/dev/null
 
 out=.devtree/gpu
 rm -rf "$out/bundle"
 mkdir -p "$out/bundle/bin" "$out/bundle/lib"
-cp build-cuda/strata build-cuda/tests/strata_tests "$out/bundle/bin/"
-cp build-cuda/strata_attention_bench "$out/bundle/bin/"
+cp build/strata build/tests/strata_tests "$out/bundle/bin/"
+cp build/strata_attention_bench "$out/bundle/bin/"
 # The fixture path the test binary has compiled in: the run script links the carried
 # tests/data there.
 echo "$PWD/tests/data" >"$out/bundle/test_data_path"
 # ... and the strata binary's, which CLI tests run.
-echo "$PWD/build-cuda/strata" >"$out/bundle/strata_binary_path"
+echo "$PWD/build/strata" >"$out/bundle/strata_binary_path"
 # Libraries the GPU machine lacks: every resolved dependency except the C runtime, the
 # compiler's runtime and CUDA's own (the machine has its driver and toolkit).
 skip='^(libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|ld-linux|libstdc\+\+|libgcc_s|libcuda\.so|libcudart|libcublas|libnccl|libnvidia)'

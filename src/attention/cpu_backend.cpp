@@ -43,6 +43,9 @@ void CpuAttentionBackend::forward(const AttentionCall& call, const Tensor& q_in,
   const KVLayerLayout& layout = pool_->layout(call.layer_id);
   STRATA_CHECK(call.num_q_heads % layout.num_kv_heads == 0, "{} q heads over {} kv heads",
                call.num_q_heads, layout.num_kv_heads);
+  STRATA_CHECK(layout.dtype == DType::F32 && pool_->k_buffer(call.layer_id).on_host(),
+               "the CPU attention backend reads f32 host KV, layer {} holds {}", call.layer_id,
+               layout.describe());
   pool_->store(call.layer_id, batch_->out_cache_loc.data(), batch_->num_tokens(), k, v);
   if (batch_->mode == ForwardMode::Decode)
     decode(call, q, out);
@@ -53,8 +56,8 @@ void CpuAttentionBackend::forward(const AttentionCall& call, const Tensor& q_in,
 static cpu::PagedKV paged_view(KVPool* pool, int layer_id) {
   const KVLayerLayout& l = pool->layout(layer_id);
   cpu::PagedKV kv;
-  kv.k = pool->k_buffer(layer_id);
-  kv.v = pool->v_buffer(layer_id);
+  kv.k = static_cast<const float*>(pool->k_buffer(layer_id).raw());
+  kv.v = static_cast<const float*>(pool->v_buffer(layer_id).raw());
   kv.k_row_stride = l.k_width();
   kv.v_row_stride = l.v_row_stride();
   kv.k_head_dim = l.k_head_dim;

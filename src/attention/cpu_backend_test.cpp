@@ -7,6 +7,7 @@
 
 #include "cache/kv_pool.h"
 #include "cache/req_to_token_pool.h"
+#include "ops/ops.h"
 
 namespace strata {
 
@@ -45,7 +46,8 @@ std::vector<float> naive(const float* q, const std::vector<std::vector<float>>& 
 TEST(CpuAttentionBackend, HonoursPoolLayoutWithDistinctValueWidth) {
   const int kv_heads = 1, dk = 40, dv = 24, hq = 4, page = 4;
   for (bool v_in_k : {false, true}) {
-    KVPool pool({{9, KVLayerLayout{kv_heads, dk, dv, v_in_k}}}, 256);
+    auto ops = make_cpu_ops();
+    KVPool pool({{9, KVLayerLayout{kv_heads, dk, dv, v_in_k}}}, 256, *ops);
     TokenMemory mem(2, 128, 200, page);
     CpuAttentionBackend backend(&pool, &mem.req_to_token());
     backend.set_decode_split_tokens(3);  // several splits even for short sequences

@@ -6,15 +6,17 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ops/ops.h"
 
 namespace strata {
 
 std::string KVLayerLayout::describe() const {
-  return fmt::format("{} kv heads, k {} wide, v {} wide{}", num_kv_heads, k_head_dim, v_head_dim,
-                     v_in_k ? " (inside k)" : "");
+  return fmt::format("{} kv heads, k {} wide, v {} wide{}, {}", num_kv_heads, k_head_dim,
+                     v_head_dim, v_in_k ? " (inside k)" : "", dtype_name(dtype));
 }
 
-KVPool::KVPool(std::map<int, KVLayerLayout> layers, int64_t num_slots) : num_slots_(num_slots) {
+KVPool::KVPool(std::map<int, KVLayerLayout> layers, int64_t num_slots, Ops& ops)
+    : num_slots_(num_slots) {
   STRATA_CHECK(num_slots >= 2, "a KV pool needs the dummy slot plus at least one, got {}",
                num_slots);
   for (auto& [id, layout] : layers) {
@@ -24,10 +26,16 @@ KVPool::KVPool(std::map<int, KVLayerLayout> layers, int64_t num_slots) : num_slo
     index_[id] = static_cast<int>(layers_.size());
     LayerBuffers b;
     b.layout = layout;
-    b.k.assign(static_cast<size_t>(num_slots) * layout.k_width(), 0.0f);
-    if (!layout.v_in_k) b.v.assign(static_cast<size_t>(num_slots) * layout.v_width(), 0.0f);
+    b.k = ops.allocate({num_slots, layout.k_width()}, layout.dtype);
+    b.v = layout.v_in_k ? b.k : ops.allocate({num_slots, layout.v_width()}, layout.dtype);
     layers_.push_back(std::move(b));
   }
+}
+
+size_t KVPool::bytes_per_slot(const std::map<int, KVLayerLayout>& layers) {
+  size_t n = 0;
+  for (const auto& [_, l] : layers) n += l.bytes_per_slot();
+  return n;
 }
 
 std::vector<int> KVPool::layer_ids() const {
@@ -47,41 +55,44 @@ const KVPool::LayerBuffers& KVPool::at(int layer_id) const {
   return layers_[it->second];
 }
 
-KVPool::LayerBuffers& KVPool::at(int layer_id) {
-  return const_cast<LayerBuffers&>(static_cast<const KVPool*>(this)->at(layer_id));
-}
-
 const KVLayerLayout& KVPool::layout(int layer_id) const {
   return at(layer_id).layout;
 }
 
-float* KVPool::k_buffer(int layer_id) {
-  return at(layer_id).k.data();
+const Tensor& KVPool::k_buffer(int layer_id) const {
+  return at(layer_id).k;
 }
 
-float* KVPool::v_buffer(int layer_id) {
-  auto& b = at(layer_id);
-  return b.layout.v_in_k ? b.k.data() : b.v.data();
+const Tensor& KVPool::v_buffer(int layer_id) const {
+  return at(layer_id).v;
 }
 
 void KVPool::store(int layer_id, const int32_t* slots, int n, const float* k, const float* v) {
-  auto& b = at(layer_id);
+  const auto& b = at(layer_id);
+  STRATA_CHECK(b.k.on_host() && b.layout.dtype == DType::F32,
+               "KVPool::store writes f32 host rows; layer {} lives in {}", layer_id,
+               b.k.describe());
   const int kw = b.layout.k_width(), vw = b.layout.v_width();
+  float* kd = static_cast<float*>(b.k.raw());
+  float* vd = static_cast<float*>(b.v.raw());
   for (int i = 0; i < n; ++i) {
     STRATA_CHECK(slots[i] > 0 && slots[i] < num_slots_, "slot {} outside the pool of {}", slots[i],
                  num_slots_);
-    std::memcpy(b.k.data() + static_cast<size_t>(slots[i]) * kw, k + static_cast<size_t>(i) * kw,
+    std::memcpy(kd + static_cast<size_t>(slots[i]) * kw, k + static_cast<size_t>(i) * kw,
                 kw * sizeof(float));
     if (!b.layout.v_in_k)
-      std::memcpy(b.v.data() + static_cast<size_t>(slots[i]) * vw, v + static_cast<size_t>(i) * vw,
+      std::memcpy(vd + static_cast<size_t>(slots[i]) * vw, v + static_cast<size_t>(i) * vw,
                   vw * sizeof(float));
   }
 }
 
 size_t KVPool::bytes() const {
-  size_t n = 0;
-  for (const auto& b : layers_) n += (b.k.size() + b.v.size()) * sizeof(float);
-  return n;
+  return bytes_per_slot([this] {
+           std::map<int, KVLayerLayout> m;
+           for (const auto& [id, i] : index_) m[id] = layers_[i].layout;
+           return m;
+         }()) *
+         static_cast<size_t>(num_slots_);
 }
 
 }  // namespace strata

@@ -1,38 +1,47 @@
 #pragma once
-// KVPool: the key/value cache of the attention layers one process owns. It is addressed by
-// global layer id and answers only for ids it holds; any other id is a loud error naming the
-// id and the ids it does hold (DESIGN.md §1.1: under pipeline parallelism or in a hybrid model,
-// "layer 0" may not be ours). Slots are rows; slot 0 is the dummy target for padding.
+// KVPool: the key/value cache of the attention layers one process owns, in the memory of the
+// stage's device (host memory through CpuOps, GPU memory through CudaOps), each layer's rows
+// in its layout's dtype. It is addressed by global layer id and answers only for ids it holds;
+// any other id is a loud error naming the id and the ids it does hold (DESIGN.md §1.1: under
+// pipeline parallelism or in a hybrid model, "layer 0" may not be ours). Slots are rows; slot
+// 0 is the dummy target for padding. Backends size everything from layout() (§1.2).
 #include <map>
-#include <memory>
 #include <vector>
 
 #include "cache/kv_layout.h"
+#include "core/tensor.h"
 
 namespace strata {
 
+class Ops;
+
 class KVPool {
  public:
-  // `layers`: global layer id -> layout. `num_slots` rows per layer (slot 0 included).
-  KVPool(std::map<int, KVLayerLayout> layers, int64_t num_slots);
+  // `layers`: global layer id -> layout. `num_slots` rows per layer (slot 0 included),
+  // zero-filled (padding tokens point at slot 0; a never-written row must not hold NaNs),
+  // allocated through `ops` (persistent, outside every pass's workspace).
+  KVPool(std::map<int, KVLayerLayout> layers, int64_t num_slots, Ops& ops);
+  // Bytes one token slot takes over all of `layers`.
+  static size_t bytes_per_slot(const std::map<int, KVLayerLayout>& layers);
 
   bool holds(int layer_id) const { return index_.count(layer_id) > 0; }
   std::vector<int> layer_ids() const;
   int64_t num_slots() const { return num_slots_; }
   const KVLayerLayout& layout(int layer_id) const;
-  float* k_buffer(int layer_id);
-  // For v_in_k layouts this is the key buffer (value = leading columns of each row).
-  float* v_buffer(int layer_id);
-  // Writes rows for `n` new tokens at `slots`. `v` is ignored for v_in_k layouts.
+  // [num_slots, k_width] rows of the layout's dtype, on the pool's device.
+  const Tensor& k_buffer(int layer_id) const;
+  // [num_slots, v_width]; for v_in_k layouts the key buffer (value = leading columns of a row).
+  const Tensor& v_buffer(int layer_id) const;
+  // Host pools: writes rows for `n` new tokens at `slots` (f32). `v` is ignored for v_in_k
+  // layouts. Device pools are written by their attention backend's kernels.
   void store(int layer_id, const int32_t* slots, int n, const float* k, const float* v);
   size_t bytes() const;
 
  private:
   struct LayerBuffers {
     KVLayerLayout layout;
-    std::vector<float> k, v;
+    Tensor k, v;
   };
-  LayerBuffers& at(int layer_id);
   const LayerBuffers& at(int layer_id) const;
   int64_t num_slots_;
   std::map<int, int> index_;  // global layer id -> local index

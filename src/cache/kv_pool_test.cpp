@@ -4,16 +4,19 @@
 
 #include "cache/req_to_token_pool.h"
 #include "core/error.h"
+#include "ops/ops.h"
 
 namespace strata {
 
 TEST(KVPool, AnswersOnlyForTheLayersItHolds) {
   std::map<int, KVLayerLayout> layers;
   for (int id = 3; id < 7; ++id) layers[id] = KVLayerLayout{2, 8, 8, false};
-  KVPool pool(layers, 32);
+  auto ops = make_cpu_ops();
+  KVPool pool(layers, 32, *ops);
   for (int id = 3; id < 7; ++id) {
     EXPECT_TRUE(pool.holds(id));
-    EXPECT_NE(pool.k_buffer(id), nullptr);
+    EXPECT_NE(pool.k_buffer(id).raw(), nullptr);
+    EXPECT_EQ(pool.k_buffer(id).dtype(), DType::F32);
     EXPECT_EQ(pool.layout(id).k_width(), 16);
   }
   for (int id : {0, 2, 7}) {
@@ -30,14 +33,16 @@ TEST(KVPool, AnswersOnlyForTheLayersItHolds) {
 }
 
 TEST(KVPool, ValueInsideKeyLayoutSharesStorage) {
-  KVPool pool({{5, KVLayerLayout{1, 12, 8, true}}}, 4);
-  EXPECT_EQ(pool.v_buffer(5), pool.k_buffer(5));
+  auto ops = make_cpu_ops();
+  KVPool pool({{5, KVLayerLayout{1, 12, 8, true}}}, 4, *ops);
+  EXPECT_EQ(pool.v_buffer(5).raw(), pool.k_buffer(5).raw());
   EXPECT_EQ(pool.layout(5).v_row_stride(), 12);
   std::vector<float> k(12);
   for (int i = 0; i < 12; ++i) k[i] = static_cast<float>(i);
   int32_t slot = 2;
   pool.store(5, &slot, 1, k.data(), nullptr);
-  EXPECT_EQ(pool.v_buffer(5)[2 * 12 + 7], 7.0f);
+  EXPECT_EQ(pool.v_buffer(5).ptr<float>()[2 * 12 + 7], 7.0f);
+  EXPECT_EQ(pool.bytes(), 4u * 12 * sizeof(float));  // the value costs nothing
 }
 
 TEST(TokenMemory, PagesAreFilledInOrderAndSlotZeroIsNeverUsed) {

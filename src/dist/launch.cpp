@@ -63,7 +63,7 @@ int relaunch_under_mpirun(int np) {
                                    "--oversubscribe", "--bind-to", "none",
                                    // One machine: shared memory and loopback only.
                                    "--mca", "btl", "self,vader"};
-  if (geteuid() == 0) args.push_back("--allow-run-as-root");
+  if (geteuid() == 0) args.insert(args.begin() + 3, {"--allow-run-as-root"});
   if (const char* extra = std::getenv("STRATA_MPIRUN_ARGS")) {
     std::istringstream words(extra);
     for (std::string w; words >> w;) args.push_back(w);

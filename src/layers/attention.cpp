@@ -55,9 +55,9 @@ Tensor GQAAttention::attend(const Tensor& x, ForwardContext& ctx) const {
     k_norm_.forward_into(ops, k, k);
   }
   if (opt_.k_scale != 1.0f) ops.scale(k, opt_.k_scale);
-  if (opt_.use_rope) {
-    ops.rope(q, hq, hd, ctx.positions, rope_);
-    ops.rope(k, hkv, hd, ctx.positions, rope_);
+  if (opt_.use_rope) {  // q and k are adjacent columns of heads of one width: one rope over both
+    Tensor qk = qkv.slice_cols(0, q_w + kv_w);
+    ops.rope(qk, hq + hkv, hd, ctx.positions, rope_);
   }
   Tensor attn = ops.empty_activation({x.rows(), q_w});
   AttentionCall call;

@@ -32,6 +32,7 @@ struct ForwardContext {
   Tensor input_ids;        // [T] int32 (the first stage embeds them)
   Tensor positions;        // [T] int32
   Tensor last_token_rows;  // [B] int32: each request's last token (the rows that get logits)
+  Tensor sampling;         // [B, kSamplingRowInts] int32: packed SamplingRow per request
   AttentionBackend* attention = nullptr;
   StatePool* recurrent_state = nullptr;  // per-request state of recurrent layers (hybrid models)
 };

@@ -20,7 +20,7 @@ Tensor ParamLoader::matrix(const std::vector<std::string>& prefixes, int64_t in,
   int64_t row = 0;
   if (dummy_) {
     // Made on the device part by part, each part the values of its own name.
-    Tensor out = ops_.empty({rows, in}, ops_.weight_dtype());
+    Tensor out = ops_.allocate({rows, in}, ops_.weight_dtype());
     for (size_t i = 0; i < prefixes.size(); ++i) {
       Tensor part = out.slice_rows(row, outs[i]);
       ops_.fill_dummy(part, dummy_stream(seed_, prefixes[i] + ".weight"), kDummyStddev);
@@ -39,7 +39,7 @@ Tensor ParamLoader::matrix(const std::vector<std::string>& prefixes, int64_t in,
 
 Tensor ParamLoader::matrix(const std::string& name, int64_t rows, int64_t cols) {
   if (dummy_) {
-    Tensor out = ops_.empty({rows, cols}, ops_.weight_dtype());
+    Tensor out = ops_.allocate({rows, cols}, ops_.weight_dtype());
     ops_.fill_dummy(out, dummy_stream(seed_, name), kDummyStddev);
     bytes_ += out.bytes();
     return out;

@@ -11,6 +11,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/routing_rope.h"
 #include "ops/ops.h"
+#include "ops/sampling.h"
 
 namespace strata {
 
@@ -60,6 +61,9 @@ class CpuOps : public Ops {
 
   Tensor empty(std::vector<int64_t> shape, DType dtype) override {
     return Tensor(std::move(shape), dtype);
+  }
+  Tensor allocate(std::vector<int64_t> shape, DType dtype) override {
+    return Tensor(std::move(shape), dtype);  // zero-filled
   }
   Tensor upload(const Tensor& host, DType dtype) override {
     check_host_f32(host, "upload");
@@ -275,6 +279,19 @@ class CpuOps : public Ops {
       const float* row = logits.ptr<float>() + r * logits.row_stride();
       ids.ptr<int32_t>()[r] =
           static_cast<int32_t>(std::max_element(row, row + logits.cols()) - row);
+    }
+  }
+
+  void sample(const Tensor& logits, const Tensor& rows, Tensor& ids) override {
+    check_host_f32(logits, "sample");
+    STRATA_CHECK(rows.dtype() == DType::I32 && rows.numel() == logits.rows() * kSamplingRowInts &&
+                     ids.numel() == logits.rows(),
+                 "sample of {} with rows {} into {}", logits.describe(), rows.describe(),
+                 ids.describe());
+    for (int64_t r = 0; r < logits.rows(); ++r) {
+      const SamplingRow row = SamplingRow::unpack(rows.ptr<int32_t>() + r * kSamplingRowInts);
+      ids.ptr<int32_t>()[r] = sample_row(logits.ptr<float>() + r * logits.row_stride(),
+                                         static_cast<int>(logits.cols()), row);
     }
   }
 };

@@ -76,8 +76,12 @@ class Ops {
   virtual DType activation_dtype() const = 0;
 
   // ---- memory
-  // A tensor from the current pass's workspace; its contents are undefined.
+  // A tensor from the current pass's workspace; its contents are undefined. Outside a pass
+  // (CudaOps: before begin_pass or after end_pass) it is persistent, as allocate() is.
   virtual Tensor empty(std::vector<int64_t> shape, DType dtype) = 0;
+  // A persistent zero-filled tensor owned by the result, outside every pass's workspace
+  // (weights made here, KV pools). The zeros are queued on the device's stream.
+  virtual Tensor allocate(std::vector<int64_t> shape, DType dtype) = 0;
   Tensor empty(std::vector<int64_t> shape) { return empty(std::move(shape), DType::F32); }
   Tensor empty_activation(std::vector<int64_t> shape) {
     return empty(std::move(shape), activation_dtype());
@@ -135,6 +139,9 @@ class Ops {
   // ---- sampling
   // ids[r] = argmax logits[r] (the first maximum), int32.
   virtual void argmax(const Tensor& logits, Tensor& ids) = 0;
+  // ids[r] = the token row r of `logits` [R, V] draws under rows[r] ([R, kSamplingRowInts]
+  // int32, packed SamplingRow; ops/sampling.h defines the rule every device follows).
+  virtual void sample(const Tensor& logits, const Tensor& rows, Tensor& ids) = 0;
 };
 
 // The reference implementation (kernels/cpu).

@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "core/dtype.h"
+#include "ops/sampling.h"
 
 namespace strata::ops_test {
 
@@ -135,6 +136,34 @@ void memory_cases(std::vector<Case>& cases) {
               ops.argmax(logits.slice_cols(1, vocab), ids);
               return Outputs{get(ops, ids)};
             });
+  // Sampling: every control on its own and together, greedy rows among sampled ones, top-k
+  // ties, strided logits. The draw is a function of (logits, row) alone, so the devices agree
+  // token for token (ops/sampling.h).
+  for (int64_t vocab : {1000, 50257})
+    add(cases, fmt::format("sample_r40_v{}_strided_controls", vocab), 0, [=](Ops& ops, Rng& rng) {
+      constexpr int64_t rows = 40;
+      Tensor host = random({rows, vocab + 5}, rng, 4.0f);
+      std::vector<int32_t> packed(rows * kSamplingRowInts);
+      for (int64_t r = 0; r < rows; ++r) {
+        SamplingRow row;
+        const int kind = static_cast<int>(r % 8);
+        row.temperature = kind == 0 ? 0.0f : 0.3f + 0.2f * static_cast<float>(r % 5);
+        if (kind == 2 || kind == 5 || kind == 7) row.top_k = 1 + static_cast<int>(r % 40);
+        if (kind == 3 || kind == 5 || kind == 7) row.top_p = 0.5f + 0.05f * static_cast<float>(r % 9);
+        if (kind == 4 || kind == 7) row.min_p = 0.02f * static_cast<float>(1 + r % 6);
+        if (kind == 6) {  // ties at the k-th value: all of them stay
+          row.top_k = 3;
+          for (int j = 0; j < 5; ++j) host.row(r)[2 + j * 11] = 9.0f;
+        }
+        row.set_seed(1000 + static_cast<uint64_t>(r));
+        row.step = static_cast<int32_t>(r * 3);
+        row.pack(packed.data() + r * kSamplingRowInts);
+      }
+      const Tensor logits = put(ops, host, F32);
+      Tensor ids = ops.empty({rows}, I32);
+      ops.sample(logits.slice_cols(2, vocab), ints(ops, packed, {rows, kSamplingRowInts}), ids);
+      return Outputs{get(ops, ids)};
+    });
 }
 
 void linear_cases(std::vector<Case>& cases) {

@@ -30,7 +30,8 @@ class CpuStageDevice : public StageDevice {
     attention_.reset();
     pool_.reset();
     if (layouts.empty()) return;
-    pool_ = std::make_unique<KVPool>(layouts, memory.allocator().num_slots());
+    pool_ = std::make_unique<KVPool>(with_dtype(layouts, DType::F32),
+                                     memory.allocator().num_slots(), *ops_);
     attention_ = make_cpu_attention_backend(pool_.get(), &memory.req_to_token());
   }
   AttentionBackend* attention() override { return attention_.get(); }
@@ -42,6 +43,8 @@ class CpuStageDevice : public StageDevice {
     const std::vector<int> offsets = batch.token_offsets();
     last_rows_.resize(batch.batch_size());
     for (int b = 0; b < batch.batch_size(); ++b) last_rows_[b] = offsets[b + 1] - 1;
+    sampling_.resize(static_cast<size_t>(batch.batch_size()) * kSamplingRowInts);
+    batch.pack_sampling(sampling_.data());
   }
 
   PassOutput run(const ForwardBatch& batch, int, const PassFn& pass) override {
@@ -51,6 +54,8 @@ class CpuStageDevice : public StageDevice {
     ctx.input_ids = host_ints(batch.input_ids);
     ctx.positions = host_ints(batch.positions);
     ctx.last_token_rows = host_ints(last_rows_);
+    ctx.sampling = Tensor::view(sampling_.data(), {batch.batch_size(), kSamplingRowInts},
+                                DType::I32, Device::host());
     ctx.attention = attention_.get();
     return pass(ctx);
   }
@@ -78,6 +83,7 @@ class CpuStageDevice : public StageDevice {
   std::unique_ptr<AttentionBackend> attention_;
   const ForwardBatch* batch_ = nullptr;
   std::vector<int32_t> last_rows_;
+  std::vector<int32_t> sampling_;  // packed SamplingRow per request
   std::map<std::string, Tensor> buffers_;
 };
 

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/sampling.h"
+
 namespace strata {
 
 enum class ForwardMode { Extend, Decode };
@@ -19,6 +21,9 @@ struct ForwardBatch {
   std::vector<int32_t> extend_lens;       // [B] new tokens in this pass
   std::vector<int32_t> state_slots;       // [B] recurrent-state slots (hybrid models)
   bool return_all_logits = false;         // logits for every token, not only each request's last
+  // [B] how each request draws its next token when the pass returns ids (ModelRunner::
+  // forward_sampled) instead of logits; empty: every request greedy.
+  std::vector<SamplingRow> sampling;
 
   int batch_size() const { return static_cast<int>(req_pool_indices.size()); }
   int num_tokens() const { return static_cast<int>(input_ids.size()); }
@@ -28,6 +33,13 @@ struct ForwardBatch {
     std::vector<int> off(batch_size() + 1, 0);
     for (int b = 0; b < batch_size(); ++b) off[b + 1] = off[b] + extend_lens[b];
     return off;
+  }
+  // batch.sampling as kSamplingRowInts int32 per request (greedy rows when it is empty).
+  void pack_sampling(int32_t* out) const {
+    for (int b = 0; b < batch_size(); ++b) {
+      const SamplingRow row = sampling.empty() ? SamplingRow::greedy() : sampling[b];
+      row.pack(out + static_cast<int64_t>(b) * kSamplingRowInts);
+    }
   }
 };
 

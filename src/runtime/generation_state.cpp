@@ -32,7 +32,6 @@ GenerationState::GenerationState(const ModelConfig& config, TokenMemory& memory,
                                static_cast<int>(req.input_ids.size()),
                                req.input_ids,
                                0,
-                               std::mt19937_64(req.sampling.seed),
                                false,
                                {}});
     if (states_) {
@@ -91,6 +90,8 @@ ForwardBatch GenerationState::next_batch(const std::vector<int>& group, std::vec
     rows_.push_back(batch.return_all_logits ? Rows{batch.num_tokens(), n, r.cached}
                                             : Rows{static_cast<int>(members->size()), 1, r.cached});
     add_extend(batch, r, n);
+    batch.sampling.push_back(sampling_row(requests_[r.index].sampling,
+                                          static_cast<int>(outputs_[r.index].output_ids.size())));
     members->push_back(i);
   }
   return batch;
@@ -105,7 +106,8 @@ std::vector<int32_t> GenerationState::sample(const std::vector<int>& members,
     if (r.cached < static_cast<int>(r.tokens.size()))
       continue;  // mid-prompt: nothing to sample yet
     tokens[b] =
-        sample_token(logits.row(rows_[b].last()), vocab, requests_[r.index].sampling, r.rng);
+        sample_token(logits.row(rows_[b].last()), vocab, requests_[r.index].sampling,
+                     static_cast<int>(outputs_[r.index].output_ids.size()));
   }
   return tokens;
 }

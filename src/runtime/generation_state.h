@@ -6,7 +6,6 @@
 // batches against its own token memory and only hidden states and sampled ids travel.
 #include <chrono>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "cache/state_pool.h"
@@ -58,7 +57,6 @@ class GenerationState {
     int prompt_len;
     std::vector<int> tokens;  // prompt + generated so far
     int cached = 0;           // tokens whose KV is in the cache
-    std::mt19937_64 rng;
     bool done = false;
     std::chrono::steady_clock::time_point last_token_at{};  // when its last token was accepted
     bool prefilling() const { return !done && cached < prompt_len; }

@@ -62,11 +62,9 @@ std::vector<GenerateOutput> generate(ModelRunner& runner,
                                                std::max(1, options.micro_batches));
   // Each pass: the next prompt pieces while any prompt of the group is unread, then one token
   // per request. Groups take turns, as the pipeline's micro-batches do.
-  // Greedy requests without logits returned need only the argmax, which the runner computes
-  // where the logits are (on a GPU: no logits copied back).
-  bool argmax_only = !options.return_logits && !options.return_input_logprobs;
-  for (const auto& r : requests)
-    argmax_only = argmax_only && (r.sampling.temperature == 0.0f || r.sampling.top_k == 1);
+  // Without logits returned, each request's token is drawn where the logits are (on a GPU: no
+  // logits copied back), by the rule every device shares (ops/sampling.h).
+  const bool on_device = !options.return_logits && !options.return_input_logprobs;
   std::vector<int> members;
   for (bool progressed = true; progressed;) {
     progressed = false;
@@ -74,8 +72,8 @@ std::vector<GenerateOutput> generate(ModelRunner& runner,
       const ForwardBatch batch = state.next_batch(group, &members);
       if (members.empty()) continue;
       progressed = true;
-      if (argmax_only) {
-        std::vector<int32_t> ids = runner.forward_greedy(batch);
+      if (on_device) {
+        std::vector<int32_t> ids = runner.forward_sampled(batch);
         for (size_t b = 0; b < members.size(); ++b)
           if (!state.ready_to_sample(members[b])) ids[b] = -1;  // still mid-prompt
         state.accept(members, ids, nullptr);

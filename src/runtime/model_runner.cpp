@@ -160,13 +160,15 @@ std::string ModelRunner::describe() const {
                      weight_bytes_ / double(1 << 30), memory_->allocator().num_slots());
 }
 
-PassOutput ModelRunner::run_pass(const ForwardBatch& batch, bool greedy) {
+PassOutput ModelRunner::run_pass(const ForwardBatch& batch, bool sampled) {
   device_->stage(batch);
   const Tensor hidden_in =
       stage_.is_first
           ? Tensor{}
           : device_->persistent("stage_in", {batch.num_tokens(), config_.hidden_size}, DType::F32);
-  return device_->run(batch, greedy ? 1 : 0, [&](ForwardContext& ctx) {
+  STRATA_CHECK(batch.sampling.empty() || batch.sampling.size() == batch.req_pool_indices.size(),
+               "{} sampling rows for {} requests", batch.sampling.size(), batch.batch_size());
+  return device_->run(batch, sampled ? 1 : 0, [&](ForwardContext& ctx) {
     ctx.recurrent_state = state_pool_.get();
     Ops& ops = *ctx.ops;
     Tensor out = model_->forward(batch, ctx, hidden_in);
@@ -174,9 +176,9 @@ PassOutput ModelRunner::run_pass(const ForwardBatch& batch, bool greedy) {
     if (!stage_.is_last) {
       Tensor dst = device_->persistent("stage_out", {out.rows(), out.cols()}, DType::F32);
       ops.copy(out, dst);
-    } else if (greedy) {
+    } else if (sampled) {
       result.ids = ops.empty({out.rows()}, DType::I32);
-      ops.argmax(out, result.ids);
+      ops.sample(out, ctx.sampling, result.ids);
     } else {
       result.logits = out;
     }
@@ -199,7 +201,7 @@ Tensor ModelRunner::forward(const ForwardBatch& batch, const Tensor& hidden_in) 
       Tensor::view(hidden.data, hidden.shape, DType::F32, device_->ops().device()));
 }
 
-std::vector<int32_t> ModelRunner::forward_greedy(const ForwardBatch& batch) {
+std::vector<int32_t> ModelRunner::forward_sampled(const ForwardBatch& batch) {
   return device_->ids_to_host(run_pass(batch, true).ids);
 }
 
@@ -209,12 +211,12 @@ TensorRef ModelRunner::stage_input(int num_tokens) {
   return {t.ptr<float>(), t.shape(), device_->memory_kind()};
 }
 
-ModelRunner::StageResult ModelRunner::forward_stage(const ForwardBatch& batch, bool greedy) {
+ModelRunner::StageResult ModelRunner::forward_stage(const ForwardBatch& batch, bool sampled) {
   StageResult result;
-  PassOutput out = run_pass(batch, greedy && stage_.is_last);
+  PassOutput out = run_pass(batch, sampled && stage_.is_last);
   stage_tokens_ = batch.num_tokens();
   if (!stage_.is_last) return result;  // queued; the hidden state is in stage_output()
-  if (greedy)
+  if (sampled)
     result.ids = device_->ids_to_host(out.ids);
   else
     result.logits = device_->to_host(out.logits);
@@ -255,10 +257,10 @@ void ModelRunner::reserve(int max_tokens, int max_batch) {
   decode.out_cache_loc.assign(batch, 0);
   decode.positions.assign(batch, 0);
   for (const ForwardBatch* b : {&extend, &decode})
-    for (bool greedy : {false, true}) {
-      if (greedy && !stage_.is_last) continue;
-      PassOutput out = run_pass(*b, greedy);
-      if (stage_.is_last && greedy) device_->ids_to_host(out.ids);  // waits for the pass
+    for (bool sampled : {false, true}) {
+      if (sampled && !stage_.is_last) continue;
+      PassOutput out = run_pass(*b, sampled);
+      if (stage_.is_last && sampled) device_->ids_to_host(out.ids);  // waits for the pass
     }
   device_->finish_reserve();
 }

@@ -73,9 +73,10 @@ class ModelRunner {
   // token) or per token with return_all_logits; on another stage the hidden state it hands on.
   // hidden_in: the previous stage's output (stages after the first).
   Tensor forward(const ForwardBatch& batch, const Tensor& hidden_in = {});
-  // One forward pass of the last stage, returning the argmax of each logits row (greedy
-  // sampling, on the device; no logits are copied back).
-  std::vector<int32_t> forward_greedy(const ForwardBatch& batch);
+  // One forward pass of the last stage, returning the token each request draws from its
+  // logits row under batch.sampling (greedy where empty), drawn on the device: no logits are
+  // copied back.
+  std::vector<int32_t> forward_sampled(const ForwardBatch& batch);
 
   // Pipeline stages (runtime/pipeline_generator.cpp), on any device. A stage after the first
   // receives the previous stage's hidden state [tokens, hidden_size] into stage_input(tokens);
@@ -83,11 +84,11 @@ class ModelRunner {
   // before the last then hands stage_output() on. Both live where the runner computes (host
   // memory, or its GPU); on a GPU, forward_stage of a stage before the last only queues work.
   struct StageResult {
-    Tensor logits;             // last stage, unless greedy
-    std::vector<int32_t> ids;  // last stage with greedy: the argmax of each row
+    Tensor logits;             // last stage, unless sampled
+    std::vector<int32_t> ids;  // last stage when sampled: each row's draw (batch.sampling)
   };
   TensorRef stage_input(int num_tokens);
-  StageResult forward_stage(const ForwardBatch& batch, bool greedy);
+  StageResult forward_stage(const ForwardBatch& batch, bool sampled);
   TensorRef stage_output();
   Memory memory_kind() const { return device_->memory_kind(); }
   // Sizes the buffers of passes of up to `max_tokens` tokens and `max_batch` requests now
@@ -110,8 +111,8 @@ class ModelRunner {
   int max_context_len() const { return max_context_len_; }
 
  private:
-  // Queues one pass; greedy: ids instead of logits. Nothing is copied back here.
-  PassOutput run_pass(const ForwardBatch& batch, bool greedy);
+  // Queues one pass; sampled: drawn ids instead of logits. Nothing is copied back here.
+  PassOutput run_pass(const ForwardBatch& batch, bool sampled);
 
   ModelConfig config_;
   RunnerOptions options_;

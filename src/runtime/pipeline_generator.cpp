@@ -70,11 +70,9 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
   const auto [max_tokens, max_batch] = largest_pass(requests, groups, options.chunked_prefill_size);
   runner.reserve(max_tokens, max_batch);
   transport.reserve(int64_t{max_tokens} * runner.config().hidden_size, max_batch);
-  // Greedy requests without logits returned need only the argmax, which the last stage
-  // computes where its logits are (on a GPU: no logits copied back), as generate() does.
-  bool argmax_only = !options.return_logits && !options.return_input_logprobs;
-  for (const auto& r : requests)
-    argmax_only = argmax_only && (r.sampling.temperature == 0.0f || r.sampling.top_k == 1);
+  // Without logits returned, the last stage draws each request's token where its logits are
+  // (on a GPU: no logits copied back), as generate() does.
+  const bool on_device = !options.return_logits && !options.return_input_logprobs;
   // A micro-batch whose ids this stage still has to receive from the last stage.
   std::vector<std::vector<int>> awaiting(groups.size());
   std::vector<int> members;
@@ -103,12 +101,12 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
         const TensorRef input = runner.stage_input(batch.num_tokens());
         timed([&] { transport.recv_tensor(rank - 1, input); });
       }
-      ModelRunner::StageResult out = runner.forward_stage(batch, argmax_only);
+      ModelRunner::StageResult out = runner.forward_stage(batch, on_device);
       if (first_pass) maybe_inject_fault(rank, runner);
       first_pass = false;
       if (stage.is_last) {
         std::vector<int32_t> tokens;
-        if (argmax_only) {
+        if (on_device) {
           tokens = std::move(out.ids);
           for (size_t b = 0; b < members.size(); ++b)
             if (!state.ready_to_sample(members[b])) tokens[b] = -1;  // still mid-prompt
@@ -116,7 +114,7 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
           tokens = state.sample(members, out.logits);
         }
         for (int peer = 0; peer < last; ++peer) transport.post_ids(peer, tokens);
-        state.accept(members, tokens, argmax_only ? nullptr : &out.logits);
+        state.accept(members, tokens, on_device ? nullptr : &out.logits);
       } else {
         timed([&] { transport.send_tensor(rank + 1, runner.stage_output()); });
         awaiting[g] = members;

@@ -79,42 +79,19 @@ void adjust_logits(float* logits, int vocab, const SamplingParams& p, const Toke
       if (valid(t)) logits[t] -= p.frequency_penalty * static_cast<float>(n) + p.presence_penalty;
 }
 
-int sample_token(const float* logits, int vocab, const SamplingParams& p, std::mt19937_64& rng) {
-  if (p.temperature == 0.0f || p.top_k == 1) {
-    return static_cast<int>(std::max_element(logits, logits + vocab) - logits);
-  }
-  // Candidates sorted by logit, cut by top-k, softmax at temperature, cut by top-p.
-  std::vector<int> idx(vocab);
-  std::iota(idx.begin(), idx.end(), 0);
-  const int k = p.top_k > 0 ? std::min(p.top_k, vocab) : vocab;
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  idx.resize(k);
-  std::vector<double> probs(k);
-  const double max_logit = logits[idx[0]];
-  double sum = 0.0;
-  for (int i = 0; i < k; ++i)
-    sum += probs[i] = std::exp((logits[idx[i]] - max_logit) / p.temperature);
-  int keep = k;
-  if (p.min_p > 0.0f) {  // probs[0] is the most likely candidate's (unnormalized, as all are)
-    const double floor = p.min_p * probs[0];
-    keep = static_cast<int>(
-        std::find_if(probs.begin(), probs.end(), [&](double q) { return q < floor; }) -
-        probs.begin());
-  }
-  if (p.top_p < 1.0f) {
-    double cumulative = 0.0;
-    for (int i = 0; i < keep; ++i) {
-      cumulative += probs[i] / sum;
-      if (cumulative >= p.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-  }
-  std::discrete_distribution<int> dist(probs.begin(), probs.begin() + keep);
-  return idx[dist(rng)];
+SamplingRow sampling_row(const SamplingParams& p, int step) {
+  SamplingRow row;
+  row.temperature = p.temperature;
+  row.top_k = p.top_k;
+  row.top_p = p.top_p;
+  row.min_p = p.min_p;
+  row.set_seed(p.seed);
+  row.step = step;
+  return row;
+}
+
+int sample_token(const float* logits, int vocab, const SamplingParams& p, int step) {
+  return sample_row(logits, vocab, sampling_row(p, step));
 }
 
 TokenLogprob token_logprob(const float* logits, int vocab, int token, int top_n) {

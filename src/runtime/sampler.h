@@ -4,16 +4,17 @@
 // penalties read (TokenCounts, updated as tokens are chosen). Per step: adjust_logits() turns
 // the model's logits into the request's (logit_bias, min_new_tokens, repetition / frequency /
 // presence penalties, in vLLM's order), then sample_token() picks greedily (temperature 0)
-// or at temperature after top-k, top-p and min-p filtering, driven by a per-request seeded
-// generator so that a seed reproduces its output whatever else is in the batch. Both steps
-// read only the row, the parameters and the counts, so they can move to a device as one
-// batched kernel over [batch, vocab] with the counts as per-request rows.
+// or at temperature after top-k, top-p and min-p filtering, with a random number that is a
+// function of the request's seed and the output position alone, so that a seed reproduces
+// its output whatever else is in the batch and on whichever device draws (ops/sampling.h:
+// requests without adjustments draw on the device, in one kernel over the batch).
 #include <cstdint>
-#include <random>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
+
+#include "ops/sampling.h"
 
 namespace strata {
 
@@ -69,7 +70,11 @@ class TokenCounts {
 void adjust_logits(float* logits, int vocab, const SamplingParams& p, const TokenCounts& counts,
                    const std::vector<int>& eos_ids);
 
-int sample_token(const float* logits, int vocab, const SamplingParams& p, std::mt19937_64& rng);
+// How a request with `p` draws its output token number `step` (0 for the first), as the
+// sampling rule of every device takes it (ops/sampling.h).
+SamplingRow sampling_row(const SamplingParams& p, int step);
+// The draw on the host, from logits already adjusted: sample_row(sampling_row(p, step)).
+int sample_token(const float* logits, int vocab, const SamplingParams& p, int step);
 
 // log-softmax of the model's own distribution (before temperature and filtering) at `token`,
 // and the `top_n` most likely tokens with theirs, most likely first (OpenAI's logprobs).

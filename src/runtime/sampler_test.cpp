@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <vector>
 
 #include "core/error.h"
 
@@ -12,9 +13,8 @@ namespace strata {
 
 TEST(Sampler, GreedyPicksTheArgmax) {
   const float logits[5] = {0.1f, 2.0f, -1.0f, 1.9f, 0.0f};
-  std::mt19937_64 rng(0);
   SamplingParams p;
-  EXPECT_EQ(sample_token(logits, 5, p, rng), 1);
+  EXPECT_EQ(sample_token(logits, 5, p, 0), 1);
 }
 
 TEST(Sampler, TopKAndTopPRestrictTheCandidates) {
@@ -22,15 +22,15 @@ TEST(Sampler, TopKAndTopPRestrictTheCandidates) {
   SamplingParams p;
   p.temperature = 1.0f;
   p.top_k = 2;
-  std::mt19937_64 rng(1);
+  p.seed = 1;
   std::map<int, int> seen;
-  for (int i = 0; i < 500; ++i) seen[sample_token(logits, 5, p, rng)]++;
+  for (int i = 0; i < 500; ++i) seen[sample_token(logits, 5, p, i)]++;
   EXPECT_EQ(seen.size(), 2u);
   EXPECT_TRUE(seen.count(0) && seen.count(1));
   p.top_k = 0;
   p.top_p = 0.3f;  // the top token alone holds more than 30%
   seen.clear();
-  for (int i = 0; i < 200; ++i) seen[sample_token(logits, 5, p, rng)]++;
+  for (int i = 0; i < 200; ++i) seen[sample_token(logits, 5, p, i)]++;
   EXPECT_EQ(seen.size(), 1u);
 }
 
@@ -39,9 +39,16 @@ TEST(Sampler, SameSeedSameTokens) {
   for (int i = 0; i < 50; ++i) logits[i] = static_cast<float>(i % 7) * 0.3f;
   SamplingParams p;
   p.temperature = 0.8f;
-  std::mt19937_64 a(42), b(42);
-  for (int i = 0; i < 20; ++i)
-    EXPECT_EQ(sample_token(logits, 50, p, a), sample_token(logits, 50, p, b));
+  p.seed = 42;
+  std::vector<int> first, again;
+  for (int i = 0; i < 20; ++i) first.push_back(sample_token(logits, 50, p, i));
+  for (int i = 0; i < 20; ++i) again.push_back(sample_token(logits, 50, p, i));
+  EXPECT_EQ(first, again);
+  // Another seed draws other numbers: over 20 steps among 50 tokens, some token differs.
+  p.seed = 43;
+  std::vector<int> other;
+  for (int i = 0; i < 20; ++i) other.push_back(sample_token(logits, 50, p, i));
+  EXPECT_NE(first, other);
 }
 
 // Hugging Face's RepetitionPenaltyLogitsProcessor: every token of prompt + output, once however
@@ -91,8 +98,7 @@ TEST(Sampler, LogitBiasIsAddedBeforeThePenalties) {
   EXPECT_FLOAT_EQ(logits[0], 0.5f);  // (-1 + 3) / 4, not -1 * 4 + 3
   EXPECT_FLOAT_EQ(logits[1], 0.0f);
   EXPECT_FLOAT_EQ(logits[2], -100.0f);
-  std::mt19937_64 rng(0);
-  EXPECT_EQ(sample_token(logits, 3, p, rng), 0);
+  EXPECT_EQ(sample_token(logits, 3, p, 0), 0);
 }
 
 TEST(Sampler, MinNewTokensBansStopTokensUntilReached) {
@@ -101,12 +107,11 @@ TEST(Sampler, MinNewTokensBansStopTokensUntilReached) {
   p.min_new_tokens = 2;
   p.stop_token_ids = {2};
   TokenCounts counts({3});
-  std::mt19937_64 rng(0);
   auto choose = [&] {
     float row[4];
     std::copy(model, model + 4, row);
     adjust_logits(row, 4, p, counts, {1});
-    return sample_token(row, 4, p, rng);
+    return sample_token(row, 4, p, counts.output_tokens());
   };
   EXPECT_EQ(choose(), 3);
   counts.add_output(3);
@@ -130,9 +135,9 @@ TEST(Sampler, MinPDropsUnlikelyTokens) {
   SamplingParams p;
   p.temperature = 1.0f;
   p.min_p = 0.3f;
-  std::mt19937_64 rng(7);
+  p.seed = 7;
   std::map<int, int> seen;
-  for (int i = 0; i < 600; ++i) seen[sample_token(logits, 4, p, rng)]++;
+  for (int i = 0; i < 600; ++i) seen[sample_token(logits, 4, p, i)]++;
   EXPECT_EQ(seen.size(), 2u);
   EXPECT_GT(seen[0], seen[1]);  // 2:1
   EXPECT_GT(seen[1], 100);

@@ -26,7 +26,6 @@ struct Scheduler::Req {
   uint64_t admitted_at = 0;            // admission order: the newest is retracted first
   bool admitted_before = false;
   int cached_tokens = 0;  // prompt tokens the prefix cache served at the first admission
-  std::mt19937_64 rng;
   TokenCounts counts;  // what its penalties read (kept only when it has any)
   RequestOutput out;   // accumulated since the last output was taken
   bool finished = false;
@@ -106,7 +105,6 @@ void Scheduler::submit(uint64_t id, ServeRequest request) {
   r->id = id;
   r->tokens = request.input_ids;
   r->prompt_len = static_cast<int>(request.input_ids.size());
-  r->rng.seed(request.sampling.seed);
   if (request.sampling.adjusts_logits()) r->counts = TokenCounts(request.input_ids);
   r->request = std::move(request);
   if (r->request.sampling.max_new_tokens == 0) {  // nothing to compute
@@ -348,8 +346,7 @@ void Scheduler::retract_until_decode_fits() {
 
 bool Scheduler::picks_on_device(const Req& r) {
   const ServeRequest& q = r.request;
-  return q.sampling.temperature == 0.0f && !q.sampling.adjusts_logits() && q.top_logprobs < 0 &&
-         !q.return_logits;
+  return !q.sampling.adjusts_logits() && q.top_logprobs < 0 && !q.return_logits;
 }
 
 void Scheduler::sample(Req& r, const float* logits) {
@@ -361,7 +358,7 @@ void Scheduler::sample(Req& r, const float* logits) {
     adjust_logits(adjusted_.data(), vocab, q.sampling, r.counts, options_.eos_token_ids);
     row = adjusted_.data();
   }
-  const int token = sample_token(row, vocab, q.sampling, r.rng);
+  const int token = sample_token(row, vocab, q.sampling, r.generated());
   if (q.sampling.adjusts_logits()) r.counts.add_output(token);
   if (q.top_logprobs >= 0)
     r.out.logprobs.push_back(token_logprob(logits, vocab, token, q.top_logprobs));
@@ -478,14 +475,17 @@ std::vector<RequestOutput> Scheduler::step() {
     return outputs;
   }
 
-  // Greedy requests that need no logits take their tokens from the device (argmax there, one
-  // id per row back); otherwise the logits come to the host and each request samples its own.
+  // Requests that need no logits and no logit adjustments draw their tokens on the device (one
+  // id per row comes back); otherwise the logits come to the host and each request samples
+  // its own, by the same rule (ops/sampling.h).
   const bool on_device =
       std::all_of(members.begin(), members.end(), [](const Req* r) { return picks_on_device(*r); });
   Tensor logits;
   std::vector<int32_t> ids;
-  if (on_device)
-    ids = runner_.forward_greedy(batch);
+  if (on_device) {
+    for (const Req* r : members) batch.sampling.push_back(sampling_row(r->request.sampling, r->generated()));
+    ids = runner_.forward_sampled(batch);
+  }
   else
     logits = runner_.forward(batch);
   ++totals_.forward_passes;

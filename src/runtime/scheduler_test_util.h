@@ -48,4 +48,32 @@ inline std::map<uint64_t, Finished> run_all(Scheduler& s,
   return done;
 }
 
+// Submits one request per entry of `requests` (ids 0, 1, ...), each with `sampling` but its
+// own prompt, seed and return_logits (which decides whether it is drawn on the device or on
+// the host), and returns each one's tokens once all are done.
+struct SampledRequest {
+  std::vector<int> prompt;
+  uint64_t seed = 0;
+  bool return_logits = false;
+};
+inline std::map<uint64_t, std::vector<int>> run_sampled(Scheduler& s,
+                                                        const std::vector<SampledRequest>& requests,
+                                                        const SamplingParams& sampling) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ServeRequest r;
+    r.input_ids = requests[i].prompt;
+    r.sampling = sampling;
+    r.sampling.seed = requests[i].seed;
+    r.return_logits = requests[i].return_logits;
+    s.validate(r);
+    s.submit(i, r);
+  }
+  std::map<uint64_t, std::vector<int>> ids;
+  for (int steps = 0; s.has_work() && steps < 10000; ++steps)
+    for (auto& o : s.step())
+      ids[o.id].insert(ids[o.id].end(), o.token_ids.begin(), o.token_ids.end());
+  EXPECT_FALSE(s.has_work());
+  return ids;
+}
+
 }  // namespace strata::test

@@ -8,7 +8,9 @@
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/sampling.h"
 #include "kernels/cuda/tensor_ops.h"
+#include "ops/sampling.h"
 
 namespace strata {
 
@@ -518,6 +520,19 @@ void CudaOps::argmax(const Tensor& logits, Tensor& ids) {
   STRATA_CHECK(ids.numel() == logits.rows(), "argmax of {} into {}", logits.describe(),
                ids.describe());
   cuda::argmax_2d(view(logits), logits.rows(), logits.cols(), ids.ptr<int32_t>(), stream_);
+}
+
+void CudaOps::sample(const Tensor& logits, const Tensor& rows, Tensor& ids) {
+  STRATA_CHECK_DEVICE(logits, "sample logits");
+  STRATA_CHECK_I32(rows, "sampling rows");
+  STRATA_CHECK_I32(ids, "sampled ids");
+  STRATA_CHECK(logits.dtype() == DType::F32 && rows.dtype() == DType::I32 &&
+                   rows.numel() == logits.rows() * kSamplingRowInts &&
+                   ids.numel() == logits.rows(),
+               "sample of {} with rows {} into {}", logits.describe(), rows.describe(),
+               ids.describe());
+  cuda::sample_rows(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
+                    rows.ptr<int32_t>(), ids.ptr<int32_t>(), stream_);
 }
 
 std::unique_ptr<Ops> make_cuda_ops(int gpu_id, cudaStream_t stream) {

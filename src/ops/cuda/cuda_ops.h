@@ -54,7 +54,7 @@ class CudaOps : public Ops {
   // The most workspace any pass since construction has used (arena and overflow together).
   size_t high_water() const { return high_water_; }
   // A persistent zero-initialized device tensor, owned by the returned tensor.
-  Tensor allocate(std::vector<int64_t> shape, DType dtype);
+  Tensor allocate(std::vector<int64_t> shape, DType dtype) override;
   // dst = host tensor `src` (same rows x cols; its dtype, or f32 into bf16), queued on the
   // stream: how a runner puts a pass's inputs (ids, positions) into workspace tensors. Returns
   // once `src` may be reused (pageable memory is staged). Refused while capturing: a graph
@@ -97,6 +97,7 @@ class CudaOps : public Ops {
   void experts(const ExpertWeights& w, const Tensor& x, const Tensor& ids, const Tensor& weights,
                Tensor& out) override;
   void argmax(const Tensor& logits, Tensor& ids) override;
+  void sample(const Tensor& logits, const Tensor& rows, Tensor& ids) override;
 
  private:
   bool capturing() const;

@@ -6,7 +6,7 @@
 
 namespace strata {
 
-CudaAttentionBackend::CudaAttentionBackend(DeviceKVPool* pool, const ReqToTokenPool* host_table,
+CudaAttentionBackend::CudaAttentionBackend(KVPool* pool, const ReqToTokenPool* host_table,
                                            cudaStream_t stream)
     : pool_(pool),
       host_table_(host_table),
@@ -53,8 +53,9 @@ void CudaAttentionBackend::mark_queued() {
 
 void CudaAttentionBackend::reserve(int max_tokens, int max_batch, int num_q_heads) {
   // The metadata layout of stage(): ids, positions, slots (per token), rows, prefixes,
-  // offsets (+1), last rows (per request).
-  const size_t count = 3 * static_cast<size_t>(max_tokens) + 4 * static_cast<size_t>(max_batch) + 1;
+  // offsets (+1), last rows, sampling rows (per request).
+  const size_t count = 3 * static_cast<size_t>(max_tokens) +
+                       (4 + kSamplingRowInts) * static_cast<size_t>(max_batch) + 1;
   ensure_staging(count);
   meta_.ensure(count * sizeof(int32_t));
   const size_t parts = static_cast<size_t>(max_batch) * num_q_heads * cuda::kMaxDecodeSplits;
@@ -115,7 +116,8 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   // the scheduler shares prefix-cache hits into the host table, which the mirror never saw.
   // (Decode passes extend rows the mirror already holds, and are graph-captured with a fixed
   // metadata layout.)
-  off_zero_ = off_last_ + b;
+  off_sampling_ = off_last_ + b;
+  off_zero_ = off_sampling_ + static_cast<int64_t>(b) * kSamplingRowInts;
   off_shared_offsets_ = off_zero_ + b;
   off_shared_ = off_shared_offsets_ + b + 1;
   int64_t shared_total = 0;
@@ -126,7 +128,7 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
       max_shared_ = std::max(max_shared_, batch.prefix_lens[i]);
     }
   const size_t count = static_cast<size_t>(
-      batch.mode == ForwardMode::Extend ? off_shared_ + shared_total : off_last_ + b);
+      batch.mode == ForwardMode::Extend ? off_shared_ + shared_total : off_zero_);
   // The previous pass may still read the staging buffer through its copy: wait for it, for
   // a bounded time (in a pipeline stage that pass may wait on a transfer from another process).
   if (!marked_) STRATA_CUDA_CHECK(cudaEventRecord(queued_, stream_));
@@ -145,6 +147,7 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   std::copy(batch.prefix_lens.begin(), batch.prefix_lens.end(), staging_ + off_prefix_);
   for (int i = 0; i <= b; ++i) staging_[off_offsets_ + i] = offsets[i];
   for (int i = 0; i < b; ++i) staging_[off_last_ + i] = offsets[i + 1] - 1;
+  batch.pack_sampling(staging_ + off_sampling_);
   if (batch.mode == ForwardMode::Extend) {
     int32_t* shared = staging_ + off_shared_;
     staging_[off_shared_offsets_] = 0;
@@ -204,11 +207,23 @@ void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const 
   const KVLayerLayout& layout = pool_->layout(call.layer_id);
   STRATA_CHECK(call.num_q_heads % layout.num_kv_heads == 0, "{} q heads over {} kv heads",
                call.num_q_heads, layout.num_kv_heads);
-  cuda::DeviceKV kv = pool_->view(call.layer_id);
+  STRATA_CHECK(layout.dtype == DType::BF16 && !pool_->k_buffer(call.layer_id).on_host(),
+               "the CUDA attention backend reads bf16 device KV, layer {} holds {}",
+               call.layer_id, layout.describe());
+  auto* k_rows = static_cast<cuda::bf16*>(pool_->k_buffer(call.layer_id).raw());
+  auto* v_rows = static_cast<cuda::bf16*>(pool_->v_buffer(call.layer_id).raw());
+  cuda::DeviceKV kv;
+  kv.k = k_rows;
+  kv.v = v_rows;
+  kv.k_row_stride = layout.k_width();
+  kv.v_row_stride = layout.v_row_stride();
+  kv.num_kv_heads = layout.num_kv_heads;
+  kv.k_head_dim = layout.k_head_dim;
+  kv.v_head_dim = layout.v_head_dim;
   const int32_t* m = meta_.as<int32_t>();
   cuda::store_kv(k, k_stride, layout.v_in_k ? nullptr : v, v_stride, m + off_loc_, num_tokens_,
-                 layout.k_width(), layout.v_width(), pool_->k_buffer(call.layer_id),
-                 layout.k_width(), pool_->v_buffer(call.layer_id), layout.v_row_stride(), stream_);
+                 layout.k_width(), layout.v_width(), k_rows, layout.k_width(), v_rows,
+                 layout.v_row_stride(), stream_);
 
   cuda::PagedBatch pb;
   pb.req_to_token = req_to_token_.as<int32_t>();

@@ -9,7 +9,7 @@
 #include "cache/req_to_token_pool.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/device_buffer.h"
-#include "runtime/cuda/device_kv_pool.h"
+#include "cache/kv_pool.h"
 
 namespace strata {
 
@@ -18,7 +18,7 @@ class CudaAttentionBackend : public AttentionBackend {
   // `host_table`: the host request -> slot table the scheduler writes; prefixes it shares
   // into a request's row (prefix-cache hits) are copied to the device mirror at the request's
   // next extend.
-  CudaAttentionBackend(DeviceKVPool* pool, const ReqToTokenPool* host_table, cudaStream_t stream);
+  CudaAttentionBackend(KVPool* pool, const ReqToTokenPool* host_table, cudaStream_t stream);
   ~CudaAttentionBackend() override;
   std::string name() const override { return "cuda"; }
   void prepare(const ForwardBatch& batch) override;  // stage() then upload()
@@ -43,6 +43,11 @@ class CudaAttentionBackend : public AttentionBackend {
   Tensor positions() const { return ints(off_pos_, num_tokens_); }
   // Each request's last new token (the rows that get logits).
   Tensor last_token_rows() const { return ints(off_last_, batch_size_); }
+  // How each request draws its token: [B, kSamplingRowInts] int32 (packed SamplingRow).
+  Tensor sampling_rows() const {
+    return ints(off_sampling_, static_cast<int64_t>(batch_size_) * kSamplingRowInts)
+        .reshaped({batch_size_, kSamplingRowInts});
+  }
   // Clears the device request table (after reserve passes that wrote dummy rows).
   void reset_table();
 
@@ -68,7 +73,7 @@ class CudaAttentionBackend : public AttentionBackend {
            int64_t q_stride, int64_t k_stride, int64_t v_stride, OutT* out);
   Tensor ints(int64_t offset, int64_t n) const;
 
-  DeviceKVPool* pool_;
+  KVPool* pool_;
   const ReqToTokenPool* host_table_;
   cudaStream_t stream_;
   int max_requests_, max_context_len_;
@@ -77,7 +82,7 @@ class CudaAttentionBackend : public AttentionBackend {
   int32_t* staging_ = nullptr;       // pinned host copy of meta_
   size_t staging_capacity_ = 0, staged_count_ = 0;
   int64_t off_ids_ = 0, off_pos_ = 0, off_loc_ = 0, off_req_ = 0, off_prefix_ = 0, off_offsets_ = 0,
-          off_last_ = 0, off_zero_ = 0, off_shared_offsets_ = 0, off_shared_ = 0;
+          off_last_ = 0, off_sampling_ = 0, off_zero_ = 0, off_shared_offsets_ = 0, off_shared_ = 0;
   int max_shared_ = 0;  // longest prefix copied from the host table in this pass
   ForwardMode mode_ = ForwardMode::Extend;
   int batch_size_ = 0, num_tokens_ = 0, max_extend_ = 0, max_seq_len_ = 0;

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <memory>
 #include <random>
 
 #include "attention/cpu_backend.h"
@@ -14,6 +16,8 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/cuda/device_buffer.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/ops.h"
 #include "runtime/cuda/cuda_attention_backend.h"
 
 namespace strata {
@@ -51,8 +55,11 @@ class BackendPair {
       : s_(s),
         layout_{s.hkv, s.head_dim, s.v_dim(), s.latent_v > 0},
         memory_(max_requests, max_context, 1 << 14, s.page_size),
-        cpu_pool_({{kLayer, layout_}}, memory_.allocator().num_slots()),
-        gpu_pool_({{kLayer, layout_}}, memory_.allocator().num_slots()),
+        cpu_ops_(make_cpu_ops()),
+        gpu_ops_(0, nullptr),
+        cpu_pool_({{kLayer, layout_}}, memory_.allocator().num_slots(), *cpu_ops_),
+        gpu_pool_(with_dtype(std::map<int, KVLayerLayout>{{kLayer, layout_}}, DType::BF16),
+                  memory_.allocator().num_slots(), gpu_ops_),
         cpu_(&cpu_pool_, &memory_.req_to_token()),
         gpu_(&gpu_pool_, &memory_.req_to_token(), nullptr) {}
 
@@ -99,8 +106,9 @@ class BackendPair {
   Shape s_;
   KVLayerLayout layout_;
   TokenMemory memory_;
-  KVPool cpu_pool_;
-  DeviceKVPool gpu_pool_;
+  std::unique_ptr<Ops> cpu_ops_;
+  CudaOps gpu_ops_;
+  KVPool cpu_pool_, gpu_pool_;
   CpuAttentionBackend cpu_;
   CudaAttentionBackend gpu_;
 };
@@ -183,14 +191,22 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaBackendVsCpu,
                                   (s.latent_v ? "_latent" + std::to_string(s.latent_v) : "");
                          });
 
+// The one KV pool class over GPU memory: bf16 rows in device memory, zeroed, and the same
+// loud refusal of layers it does not hold as on the host.
 TEST(DeviceKVPool, RefusesLayersItDoesNotHold) {
   std::string why;
   if (!cuda::device_present(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
-  DeviceKVPool pool({{5, KVLayerLayout{2, 64, 64, false}}, {12, KVLayerLayout{2, 64, 64, false}}},
-                    16);
+  CudaOps ops(0, nullptr);
+  const KVLayerLayout l{2, 64, 64, false, DType::BF16};
+  KVPool pool({{5, l}, {12, l}}, 16, ops);
   EXPECT_TRUE(pool.holds(12));
+  EXPECT_FALSE(pool.k_buffer(12).on_host());
+  EXPECT_EQ(pool.k_buffer(12).dtype(), DType::BF16);
+  EXPECT_EQ(pool.bytes(), 16u * 2 /*layers*/ * (2 * 64 + 2 * 64) * 2 /*bf16*/);
+  const Tensor zeros = ops.to_host(pool.v_buffer(5));
+  for (int64_t i = 0; i < zeros.numel(); ++i) ASSERT_EQ(zeros.data()[i], 0.0f);
   try {
-    pool.view(0);
+    pool.k_buffer(0);
     FAIL() << "layer 0 is not in the pool";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("holds layers [5, 12]"), std::string::npos) << e.what();

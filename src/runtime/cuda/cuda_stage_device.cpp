@@ -14,15 +14,17 @@
 #include "kernels/cuda/ops.h"
 #include "ops/cuda/cuda_ops.h"
 #include "runtime/cuda/cuda_attention_backend.h"
-#include "runtime/cuda/device_kv_pool.h"
 #include "runtime/model_runner.h"
 #include "runtime/stage_device.h"
+#include "cache/kv_pool.h"
 
 namespace strata {
 
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// The KV cache's rows on the GPU: bf16, what the attention kernels read.
+constexpr DType kKVDType = DType::BF16;
 
 class CudaStageDevice : public StageDevice {
  public:
@@ -59,7 +61,8 @@ class CudaStageDevice : public StageDevice {
     STRATA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const double used = static_cast<double>(total_bytes - free_bytes);
     const double budget = options_.mem_fraction_static * total_bytes - used;
-    const size_t per_slot = std::max<size_t>(DeviceKVPool::bytes_per_slot(layouts), 1);
+    const size_t per_slot =
+        std::max<size_t>(KVPool::bytes_per_slot(with_dtype(layouts, kKVDType)), 1);
     if (budget <= 0)
       fail(
           "--mem-fraction-static {} leaves no room for the KV cache: {:.2f} GiB of the GPU's "
@@ -82,7 +85,8 @@ class CudaStageDevice : public StageDevice {
     attention_.reset();
     // Even a stage without attention layers uses the backend: it stages every pass's
     // metadata (ids, positions, rows) on the device.
-    pool_ = std::make_unique<DeviceKVPool>(layouts, memory.allocator().num_slots());
+    pool_ = std::make_unique<KVPool>(with_dtype(layouts, kKVDType),
+                                     memory.allocator().num_slots(), *ops_);
     attention_ =
         std::make_unique<CudaAttentionBackend>(pool_.get(), &memory.req_to_token(), stream_);
     attention_->set_wait_timeout(wait_timeout_s_);
@@ -211,6 +215,7 @@ class CudaStageDevice : public StageDevice {
     ctx.input_ids = attention_->input_ids();
     ctx.positions = attention_->positions();
     ctx.last_token_rows = attention_->last_token_rows();
+    ctx.sampling = attention_->sampling_rows();
     ctx.attention = attention_.get();
     return pass(ctx);
   }
@@ -250,7 +255,7 @@ class CudaStageDevice : public StageDevice {
   double wait_timeout_s_ = 0;
   int max_requests_ = 0;
   std::unique_ptr<CudaOps> ops_;
-  std::unique_ptr<DeviceKVPool> pool_;
+  std::unique_ptr<KVPool> pool_;
   std::unique_ptr<CudaAttentionBackend> attention_;
   std::map<std::string, cuda::DeviceBuffer> buffers_;
   cuda::PinnedBuffer host_;  // logits or ids on their way to the host
