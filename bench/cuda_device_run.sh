@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # One command on the H200: the GPU tests, then the benchmarks of
 # docs/benchmarks-cuda.md. Logs and JSON results go to $OUT (default ./cuda-out).
-#   bench/cuda_device_run.sh [tests|bench|peer|profile|all] [output_len]
+#   bench/cuda_device_run.sh [tests|bench|deepseek|peer|profile|all] [output_len]
+# deepseek: DeepSeek-V2-Lite's shape (MLA, 576-wide latent cache; MoE), dummy weights: decode at
+# batch 1/8/64 (1024 in), prefill 1 x 4096, and the attention kernels alone on its latent.
+# profile: per-kernel GPU times of batch-64 decode steps under Nsight Compute.
 # Build the bundle here first (scripts/gpu_bundle.sh) and carry .devtree/gpu.
 set -u
 OUT=${OUT:-$PWD/cuda-out}
@@ -64,6 +67,22 @@ if [ "$what" = profile ]; then
     --batch-size 64 --input-len 1024 --output-len 12 --disable-cuda-graph >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
   echo "ncu rc=$?"; tail -3 "$OUT/ncu.err"
   python3 bench/ncu_summary.py "$OUT/ncu.csv" | tee "$OUT/ncu_summary.txt"
+fi
+
+if [ "$what" = deepseek ] || [ "$what" = all ]; then
+  ds_config=bench/configs/deepseek-v2-lite-chat
+  for b in 1 8 64; do
+    timeout 300 "$bin/strata" bench-one-batch --model $ds_config --load-format dummy --device cuda \
+      --batch-size $b --input-len 1024 --output-len "$output_len" --json |
+      tee -a "$OUT/deepseek_decode.jsonl"
+  done
+  timeout 240 "$bin/strata" bench-one-batch --model $ds_config --load-format dummy --device cuda \
+    --batch-size 1 --input-len 4096 --output-len 1 --json | tee -a "$OUT/deepseek_prefill.jsonl"
+  # The decode kernel on the latent (16 heads over one 576-wide row, value inside it) at the
+  # runs' shapes, and one 4096-token extend.
+  for shape in "1 1280" "64 1280" "64 4096"; do
+    timeout 120 "$bin/strata_attention_bench" mla $shape | tee -a "$OUT/deepseek_attention.jsonl"
+  done
 fi
 
 if [ "$what" = peer ] || [ "$what" = all ]; then

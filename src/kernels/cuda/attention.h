@@ -15,6 +15,15 @@ struct DeviceKV {
   int num_kv_heads = 0, k_head_dim = 0, v_head_dim = 0;
 };
 
+// Head widths the kernels take: multiples of 8 up to these. Decode spreads a row over a
+// warp's lanes (16 bytes per lane per pass, up to four passes); extend keeps query, key and
+// output tiles of the row width in shared memory, which bounds it (227 KB per block on
+// sm_90). A model runs on CUDA when its cached rows fit both.
+constexpr int kMaxDecodeHeadWidth = 1024;
+constexpr int kMaxExtendHeadWidth = 640;
+constexpr int kMaxAttentionHeadWidth =
+    kMaxDecodeHeadWidth < kMaxExtendHeadWidth ? kMaxDecodeHeadWidth : kMaxExtendHeadWidth;
+
 struct PagedBatch {
   const int32_t* req_to_token = nullptr;
   int req_to_token_stride = 0;
@@ -34,9 +43,11 @@ struct AttentionParams {
 
 // Split-KV decode, as SGLang's Triton backend: stage 1 attends each request's KV range in
 // `num_splits` pieces, the query heads of one KV head together (each key is read once per
-// group), writing partial outputs [batch, heads, splits, Lv] and their log-sum-exp; stage 2
-// merges the splits. q [B, Hq * Dk] (one new token per request); out [B, Hq * Dv].
-// partial_out / partial_lse must hold batch * Hq * num_splits * (Lv | 1) floats.
+// group of up to 8 heads, 2 for rows wider than 256), writing partial outputs
+// [batch, heads, splits, Lv] (Lv = kv.v_head_dim, the pool's value width: kv_lora_rank for
+// MLA) and their log-sum-exp; stage 2 merges the splits. q [B, Hq * Dk] (one new token per
+// request); out [B, Hq * Dv]. partial_out / partial_lse must hold batch * Hq * num_splits * (Lv |
+// 1) floats.
 struct DecodeWorkspace {
   float* partial_out = nullptr;
   float* partial_lse = nullptr;

@@ -1,8 +1,10 @@
 // The CUDA attention backend (and so the split-KV decode and extend kernels) against the CPU
 // backend on the same batches: mixed lengths in one batch, one-token prompts, lengths at
 // split boundaries, chunked prefill over a cached prefix, sliding windows, GQA groups of 1,
-// 3 and 4, page sizes 1 and 16. K, V (and the extend q) are bf16-exact on both sides, so the
-// only differences left are the GPU's bf16 probabilities in extend and summation order.
+// 3 and 4, page sizes 1 and 16; MLA's latent rows (576 wide with the value the first 512
+// columns, 16 and 128 query heads over one) and awkward widths (k != v, not multiples of 16).
+// K, V (and the extend q) are bf16-exact on both sides, so the only differences left are the
+// GPU's bf16 probabilities in extend and summation order.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,9 +28,11 @@ namespace {
 struct Shape {
   int hq, hkv, head_dim, window, page_size;
   // MLA's latent cache: the value is the first `latent_v` columns of the key row (0: a
-  // separate value of head_dim).
+  // separate value).
   int latent_v = 0;
-  int v_dim() const { return latent_v > 0 ? latent_v : head_dim; }
+  // The separate value's width (0: head_dim); only without latent_v.
+  int value_dim = 0;
+  int v_dim() const { return latent_v > 0 ? latent_v : value_dim > 0 ? value_dim : head_dim; }
 };
 
 std::vector<float> random_bf16_exact(size_t n, std::mt19937& rng, float scale) {
@@ -70,10 +74,13 @@ class BackendPair {
   double run(const ForwardBatch& batch, std::mt19937& rng) {
     const int t = batch.num_tokens();
     const int qw = s_.hq * s_.head_dim, kw = layout_.k_width(), ow = s_.hq * s_.v_dim();
+    // The value tensor passed in: the key itself when the layout reads the value out of the
+    // key row, else its own width.
+    const int vw = layout_.v_in_k ? kw : layout_.v_width();
     const auto q = random_bf16_exact(size_t(t) * qw, rng, 1.0f);
     const auto k = random_bf16_exact(size_t(t) * kw, rng, 1.0f);
-    auto v = random_bf16_exact(size_t(t) * kw, rng, 1.0f);
-    if (layout_.v_in_k) v = k;  // the layout reads the value out of the key row
+    auto v = random_bf16_exact(size_t(t) * vw, rng, 1.0f);
+    if (layout_.v_in_k) v = k;
     AttentionCall call;
     call.layer_id = kLayer;
     call.num_q_heads = s_.hq;
@@ -95,7 +102,7 @@ class BackendPair {
       return Tensor::view(b.data(), {t, width}, DType::F32, Device::cuda(cuda::current_device()));
     };
     Tensor out_t = dev(dout, ow);
-    gpu_.forward(call, dev(dq, qw), dev(dk, kw), dev(dv, kw), out_t);
+    gpu_.forward(call, dev(dq, qw), dev(dk, kw), dev(dv, vw), out_t);
     STRATA_CUDA_CHECK(cudaDeviceSynchronize());
     return rel_l2(cuda::to_host<float>(dout.data(), ref.size()), ref);
   }
@@ -175,21 +182,33 @@ TEST_P(CudaBackendVsCpu, PrefillChunkedPrefillAndDecodeMatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaBackendVsCpu,
-                         testing::Values(Shape{8, 2, 128, 0, 1}, Shape{8, 2, 128, 0, 16},
-                                         Shape{4, 4, 64, 0, 16}, Shape{6, 2, 32, 9, 1},
-                                         Shape{32, 8, 128, 100, 16}, Shape{2, 1, 256, 0, 1},
-                                         Shape{4, 2, 80, 0, 1},
-                                         // DeepSeek fixtures' latent: 64 + 16 rope, value 64
-                                         // (not v_head_dim 32), 4 and 16 heads over one.
-                                         Shape{4, 1, 80, 0, 1, 64}, Shape{16, 1, 80, 0, 16, 64}),
-                         [](const testing::TestParamInfo<Shape>& info) {
-                           const Shape& s = info.param;
-                           return "hq" + std::to_string(s.hq) + "_hkv" + std::to_string(s.hkv) +
-                                  "_d" + std::to_string(s.head_dim) + "_w" +
-                                  std::to_string(s.window) + "_page" + std::to_string(s.page_size) +
-                                  (s.latent_v ? "_latent" + std::to_string(s.latent_v) : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaBackendVsCpu,
+    testing::Values(Shape{8, 2, 128, 0, 1}, Shape{8, 2, 128, 0, 16}, Shape{4, 4, 64, 0, 16},
+                    Shape{6, 2, 32, 9, 1}, Shape{32, 8, 128, 100, 16}, Shape{2, 1, 256, 0, 1},
+                    Shape{4, 2, 80, 0, 1},
+                    // DeepSeek fixtures' latent: 64 + 16 rope, value 64
+                    // (not v_head_dim 32), 4 and 16 heads over one.
+                    Shape{4, 1, 80, 0, 1, 64}, Shape{16, 1, 80, 0, 16, 64},
+                    // DeepSeek-V2/V3's latent: 512 + 64 rope, value the
+                    // first 512; V2-Lite's 16 and V3's 128 heads over one.
+                    Shape{16, 1, 576, 0, 16, 512}, Shape{16, 1, 576, 0, 1, 512},
+                    Shape{128, 1, 576, 0, 16, 512},
+                    // Awkward widths: not multiples of 16, k != v inside
+                    // the key row and separate, GQA on wide rows, a
+                    // window on the wide path, the widest extend tile
+                    // (640, separate value) with an odd group.
+                    Shape{8, 1, 200, 0, 16, 136}, Shape{6, 2, 200, 0, 1, 0, 136},
+                    Shape{8, 2, 576, 0, 16, 0, 512}, Shape{4, 1, 328, 50, 1, 264},
+                    Shape{3, 1, 640, 0, 1, 0, 640}),
+    [](const testing::TestParamInfo<Shape>& info) {
+      const Shape& s = info.param;
+      return "hq" + std::to_string(s.hq) + "_hkv" + std::to_string(s.hkv) + "_d" +
+             std::to_string(s.head_dim) + "_w" + std::to_string(s.window) + "_page" +
+             std::to_string(s.page_size) +
+             (s.latent_v ? "_latent" + std::to_string(s.latent_v) : "") +
+             (s.value_dim ? "_v" + std::to_string(s.value_dim) : "");
+    });
 
 // The one KV pool class over GPU memory: bf16 rows in device memory, zeroed, and the same
 // loud refusal of layers it does not hold as on the host.

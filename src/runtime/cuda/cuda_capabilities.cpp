@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "dist/gpu_assignment.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/model_runner.h"
 #include "runtime/stage_device.h"
@@ -15,8 +16,9 @@ namespace strata {
 
 namespace {
 
-// The attention kernels' limit on a cached row's per-head width (kernels/cuda/attention.cu).
-constexpr int kMaxCudaHeadWidth = 256;
+// The attention kernels' limit on a cached row's per-head width: what both decode and extend
+// take (kernels/cuda/attention.h). MLA's latent row (576 for DeepSeek-V2/V3) is under it.
+constexpr int kMaxCudaHeadWidth = cuda::kMaxAttentionHeadWidth;
 
 // The width of a layer's cached key row per head, as its KV layout will report it.
 int cached_head_width(const ModelConfig& c, AttentionKind kind) {
