@@ -14,7 +14,7 @@ def main(path):
     header = next(i for i, r in enumerate(rows) if "Kernel Name" in r and "Metric Value" in r)
     cols = rows[header]
     name_i, unit_i, value_i = cols.index("Kernel Name"), cols.index("Metric Unit"), cols.index("Metric Value")
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
     for r in rows[header + 1:]:
         if len(r) <= value_i:
             continue

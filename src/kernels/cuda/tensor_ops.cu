@@ -1,5 +1,6 @@
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <climits>
 
@@ -155,9 +156,11 @@ __global__ void rms_norm_block_kernel(View x, View w, int64_t groups, int width,
     store(out, oi + i, load(x, xi + i) * inv * (load(w, i) + offset));
 }
 
-__global__ void gated_act_kernel(View gu, Act act, int64_t total, int64_t width, View out) {
-  STRATA_GRID_STRIDE(i, total) {
-    const int64_t r = i / width, c = i % width;
+// Block row = blockIdx.x (no 64-bit division per element); columns spread over blockIdx.y.
+__global__ void gated_act_kernel(View gu, Act act, int64_t width, View out) {
+  const int64_t r = blockIdx.x;
+  for (int64_t c = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < width;
+       c += static_cast<int64_t>(gridDim.y) * blockDim.x) {
     const float g = load(gu, r * gu.stride + c), u = load(gu, r * gu.stride + width + c);
     store(out, r * out.stride + c, act_fn(act, g) * u);
   }
@@ -182,14 +185,32 @@ __global__ void rope_kernel(View x, int num_heads, int64_t head_stride, const in
     table[half + i] = sinf(angle) * scale;
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < num_heads * half; idx += blockDim.x) {
-    const int h = idx / half, i = idx % half;
-    const int64_t base = r * x.stride + h * head_stride;
-    const int64_t a = base + (interleaved ? 2 * i : i),
-                  b = base + (interleaved ? 2 * i + 1 : i + half);
-    const float x1 = load(x, a), x2 = load(x, b), c = table[i], s = table[half + i];
-    store(x, a, x1 * c - x2 * s);
-    store(x, b, x2 * c + x1 * s);
+  // Each thread rotates up to kPairs pairs, all loaded before any is stored: the loads are
+  // independent, so they are in flight together (a row is a few KB: latency, not bandwidth).
+  constexpr int kPairs = 4;
+  const int total = num_heads * half;
+  for (int first = threadIdx.x; first < total; first += kPairs * blockDim.x) {
+    int64_t a[kPairs], b[kPairs];
+    float x1[kPairs], x2[kPairs];
+    int f[kPairs];
+#pragma unroll
+    for (int u = 0; u < kPairs; ++u) {
+      const int idx = first + u * blockDim.x;
+      f[u] = idx < total ? idx % half : -1;
+      if (f[u] < 0) continue;
+      const int64_t base = r * x.stride + (idx / half) * head_stride;
+      a[u] = base + (interleaved ? 2 * f[u] : f[u]);
+      b[u] = base + (interleaved ? 2 * f[u] + 1 : f[u] + half);
+      x1[u] = load(x, a[u]);
+      x2[u] = load(x, b[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kPairs; ++u) {
+      if (f[u] < 0) continue;
+      const float c = table[f[u]], s = table[half + f[u]];
+      store(x, a[u], x1[u] * c - x2[u] * s);
+      store(x, b[u], x2[u] * c + x1[u] * s);
+    }
   }
 }
 
@@ -387,7 +408,10 @@ void gated_act_2d(View gate_up, Act act, int64_t rows, int64_t width, View out,
                   cudaStream_t stream) {
   const int64_t total = rows * width;
   if (total == 0) return;
-  gated_act_kernel<<<grid_for(total, 256), 256, 0, stream>>>(gate_up, act, total, width, out);
+  if (rows > INT_MAX) throw_error("gated activation: too many rows for one launch");
+  const unsigned col_blocks = static_cast<unsigned>(std::min<int64_t>((width + 255) / 256, 64));
+  gated_act_kernel<<<dim3(static_cast<unsigned>(rows), col_blocks), 256, 0, stream>>>(
+      gate_up, act, width, out);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
@@ -404,7 +428,10 @@ void rope_2d(View x, int64_t rows, int num_heads, int64_t head_stride, const int
   const int half = rotary_dim / 2;
   if (rows == 0 || half == 0 || num_heads == 0) return;
   if (rows > INT_MAX) throw_error("rope: too many rows for one launch");
-  rope_kernel<<<static_cast<unsigned>(rows), 128, 2 * half * sizeof(float), stream>>>(
+  // Enough threads that a row's pairs take one round of kPairs loads each (up to 1024).
+  const int threads = static_cast<int>(
+      std::clamp<int64_t>((int64_t{num_heads} * half / 4 + 31) / 32 * 32, 32, 1024));
+  rope_kernel<<<static_cast<unsigned>(rows), threads, 2 * half * sizeof(float), stream>>>(
       x, num_heads, head_stride, positions, inv_freq, half, interleaved, cos_sin_scale);
   STRATA_CUDA_CHECK_LAUNCH();
 }
