@@ -14,7 +14,8 @@ struct KVLayerLayout {
   int k_head_dim = 0;   // per-head width of a cached key row
   int v_head_dim = 0;   // per-head width of a cached value row
   bool v_in_k = false;  // value = first v_head_dim columns of the key row (MLA latent)
-  DType dtype = DType::F32;  // of the cached rows: the stage device's (f32 on the CPU, bf16 on CUDA)
+  // Of the cached rows: the stage device's (f32 on the CPU, bf16 on CUDA).
+  DType dtype = DType::F32;
 
   int k_width() const { return num_kv_heads * k_head_dim; }
   int v_width() const { return num_kv_heads * v_head_dim; }

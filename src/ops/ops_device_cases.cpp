@@ -149,7 +149,8 @@ void memory_cases(std::vector<Case>& cases) {
         const int kind = static_cast<int>(r % 8);
         row.temperature = kind == 0 ? 0.0f : 0.3f + 0.2f * static_cast<float>(r % 5);
         if (kind == 2 || kind == 5 || kind == 7) row.top_k = 1 + static_cast<int>(r % 40);
-        if (kind == 3 || kind == 5 || kind == 7) row.top_p = 0.5f + 0.05f * static_cast<float>(r % 9);
+        if (kind == 3 || kind == 5 || kind == 7)
+          row.top_p = 0.5f + 0.05f * static_cast<float>(r % 9);
         if (kind == 4 || kind == 7) row.min_p = 0.02f * static_cast<float>(1 + r % 6);
         if (kind == 6) {  // ties at the k-th value: all of them stay
           row.top_k = 3;

@@ -17,11 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define STRATA_HOST_DEVICE __host__ __device__
-#else
-#define STRATA_HOST_DEVICE
-#endif
+#include "core/counter_random.h"
 
 namespace strata {
 
@@ -42,7 +38,9 @@ struct SamplingRow {
     memcpy(static_cast<void*>(&row), packed, sizeof(row));
     return row;
   }
-  void pack(int32_t* packed) const { memcpy(packed, static_cast<const void*>(this), sizeof(*this)); }
+  void pack(int32_t* packed) const {
+    memcpy(packed, static_cast<const void*>(this), sizeof(*this));
+  }
   bool is_greedy() const { return temperature == 0.0f || top_k == 1; }
   STRATA_HOST_DEVICE uint64_t seed() const {
     return (static_cast<uint64_t>(seed_hi) << 32) | seed_lo;
@@ -55,18 +53,9 @@ struct SamplingRow {
 static_assert(sizeof(SamplingRow) == 8 * sizeof(int32_t), "SamplingRow packs as 8 int32");
 constexpr int kSamplingRowInts = 8;
 
-// SplitMix64's finalizer: a bijection of 64-bit words that spreads every input bit.
-STRATA_HOST_DEVICE inline uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // A uniform number in [0, 1) with 24 random bits (exact in a float), from (seed, step).
 STRATA_HOST_DEVICE inline float counter_uniform(uint64_t seed, int32_t step) {
-  const uint64_t r = mix64(mix64(seed) ^ static_cast<uint64_t>(static_cast<uint32_t>(step)));
-  return static_cast<float>(r >> 40) * (1.0f / 16777216.0f);
+  return uniform24(mix64(mix64(seed) ^ static_cast<uint64_t>(static_cast<uint32_t>(step))));
 }
 
 // The CPU reference of the rule above, on one row of `vocab` logits.

@@ -105,9 +105,8 @@ std::vector<int32_t> GenerationState::sample(const std::vector<int>& members,
     Running& r = running_[members[b]];
     if (r.cached < static_cast<int>(r.tokens.size()))
       continue;  // mid-prompt: nothing to sample yet
-    tokens[b] =
-        sample_token(logits.row(rows_[b].last()), vocab, requests_[r.index].sampling,
-                     static_cast<int>(outputs_[r.index].output_ids.size()));
+    tokens[b] = sample_token(logits.row(rows_[b].last()), vocab, requests_[r.index].sampling,
+                             static_cast<int>(outputs_[r.index].output_ids.size()));
   }
   return tokens;
 }

@@ -26,8 +26,8 @@ struct Scheduler::Req {
   uint64_t admitted_at = 0;            // admission order: the newest is retracted first
   bool admitted_before = false;
   int cached_tokens = 0;  // prompt tokens the prefix cache served at the first admission
-  TokenCounts counts;  // what its penalties read (kept only when it has any)
-  RequestOutput out;   // accumulated since the last output was taken
+  TokenCounts counts;     // what its penalties read (kept only when it has any)
+  RequestOutput out;      // accumulated since the last output was taken
   bool finished = false;
   // Stop strings: the output's text stream, and the end of its text that a stop string
   // completed by a later token could still begin in.
@@ -483,10 +483,10 @@ std::vector<RequestOutput> Scheduler::step() {
   Tensor logits;
   std::vector<int32_t> ids;
   if (on_device) {
-    for (const Req* r : members) batch.sampling.push_back(sampling_row(r->request.sampling, r->generated()));
+    for (const Req* r : members)
+      batch.sampling.push_back(sampling_row(r->request.sampling, r->generated()));
     ids = runner_.forward_sampled(batch);
-  }
-  else
+  } else
     logits = runner_.forward(batch);
   ++totals_.forward_passes;
   for (size_t b = 0; b < members.size(); ++b) {

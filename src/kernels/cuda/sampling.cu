@@ -3,11 +3,10 @@
 // patterns (four passes of 8-bit digits, most significant first), so top-k and top-p cost a
 // few reads of the row instead of a sort; the draw is the inverse CDF in vocabulary order,
 // a block-wide scan of per-thread chunk masses.
-#include <cub/block/block_reduce.cuh>
-#include <cub/block/block_scan.cuh>
-
 #include <cfloat>
 #include <climits>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/sampling.h"
@@ -171,7 +170,9 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
   __syncthreads();
   // Rounding can put the target at the very end of the mass: then the last kept token.
   if (threadIdx.x == 0)
-    ids[blockIdx.x] = sh.chosen != INT_MAX ? sh.chosen : sh.last_kept >= 0 ? sh.last_kept : first_max;
+    ids[blockIdx.x] = sh.chosen != INT_MAX ? sh.chosen
+                      : sh.last_kept >= 0  ? sh.last_kept
+                                           : first_max;
 }
 
 }  // namespace

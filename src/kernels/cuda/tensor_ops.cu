@@ -410,8 +410,8 @@ void gated_act_2d(View gate_up, Act act, int64_t rows, int64_t width, View out,
   if (total == 0) return;
   if (rows > INT_MAX) throw_error("gated activation: too many rows for one launch");
   const unsigned col_blocks = static_cast<unsigned>(std::min<int64_t>((width + 255) / 256, 64));
-  gated_act_kernel<<<dim3(static_cast<unsigned>(rows), col_blocks), 256, 0, stream>>>(
-      gate_up, act, width, out);
+  gated_act_kernel<<<dim3(static_cast<unsigned>(rows), col_blocks), 256, 0, stream>>>(gate_up, act,
+                                                                                      width, out);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 

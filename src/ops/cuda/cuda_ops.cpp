@@ -527,8 +527,7 @@ void CudaOps::sample(const Tensor& logits, const Tensor& rows, Tensor& ids) {
   STRATA_CHECK_I32(rows, "sampling rows");
   STRATA_CHECK_I32(ids, "sampled ids");
   STRATA_CHECK(logits.dtype() == DType::F32 && rows.dtype() == DType::I32 &&
-                   rows.numel() == logits.rows() * kSamplingRowInts &&
-                   ids.numel() == logits.rows(),
+                   rows.numel() == logits.rows() * kSamplingRowInts && ids.numel() == logits.rows(),
                "sample of {} with rows {} into {}", logits.describe(), rows.describe(),
                ids.describe());
   cuda::sample_rows(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),

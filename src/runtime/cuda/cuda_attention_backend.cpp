@@ -208,8 +208,8 @@ void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const 
   STRATA_CHECK(call.num_q_heads % layout.num_kv_heads == 0, "{} q heads over {} kv heads",
                call.num_q_heads, layout.num_kv_heads);
   STRATA_CHECK(layout.dtype == DType::BF16 && !pool_->k_buffer(call.layer_id).on_host(),
-               "the CUDA attention backend reads bf16 device KV, layer {} holds {}",
-               call.layer_id, layout.describe());
+               "the CUDA attention backend reads bf16 device KV, layer {} holds {}", call.layer_id,
+               layout.describe());
   auto* k_rows = static_cast<cuda::bf16*>(pool_->k_buffer(call.layer_id).raw());
   auto* v_rows = static_cast<cuda::bf16*>(pool_->v_buffer(call.layer_id).raw());
   cuda::DeviceKV kv;

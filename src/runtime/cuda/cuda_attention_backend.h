@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "attention/backend.h"
+#include "cache/kv_pool.h"
 #include "cache/req_to_token_pool.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/device_buffer.h"
-#include "cache/kv_pool.h"
 
 namespace strata {
 

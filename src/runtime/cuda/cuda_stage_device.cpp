@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "cache/kv_pool.h"
 #include "core/error.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/ops.h"
@@ -16,7 +17,6 @@
 #include "runtime/cuda/cuda_attention_backend.h"
 #include "runtime/model_runner.h"
 #include "runtime/stage_device.h"
-#include "cache/kv_pool.h"
 
 namespace strata {
 
@@ -85,8 +85,8 @@ class CudaStageDevice : public StageDevice {
     attention_.reset();
     // Even a stage without attention layers uses the backend: it stages every pass's
     // metadata (ids, positions, rows) on the device.
-    pool_ = std::make_unique<KVPool>(with_dtype(layouts, kKVDType),
-                                     memory.allocator().num_slots(), *ops_);
+    pool_ = std::make_unique<KVPool>(with_dtype(layouts, kKVDType), memory.allocator().num_slots(),
+                                     *ops_);
     attention_ =
         std::make_unique<CudaAttentionBackend>(pool_.get(), &memory.req_to_token(), stream_);
     attention_->set_wait_timeout(wait_timeout_s_);
