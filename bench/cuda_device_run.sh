@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command on the H200: the GPU tests, then the benchmarks of
 # docs/benchmarks-cuda.md. Logs and JSON results go to $OUT (default ./cuda-out).
-#   bench/cuda_device_run.sh [tests|bench|deepseek|peer|profile|all] [output_len]
+#   bench/cuda_device_run.sh [tests|bench|serving|deepseek|peer|profile|all] [output_len]
 # deepseek: DeepSeek-V2-Lite's shape (MLA, 576-wide latent cache; MoE), dummy weights: decode at
 # batch 1/8/64 (1024 in), prefill 1 x 4096, and the attention kernels alone on its latent.
 # profile: per-kernel GPU times of batch-64 decode steps under Nsight Compute.
@@ -45,14 +45,22 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     timeout 120 "$bin/strata" bench-one-batch --model $config --load-format dummy --device cuda \
       --batch-size $1 --input-len $2 --output-len 1 --json | tee -a "$OUT/strata_prefill.jsonl"
   done
+fi
+
+if [ "$what" = bench ] || [ "$what" = serving ] || [ "$what" = all ]; then
   # Serving: 256 random prompts, 1024 in / 256 out, 64 at a time (the offline batch-64 figure
-  # above is what it is measured against).
+  # above is what it is measured against): greedy; then sampled with penalties (logit edits on
+  # the device); then the same with 5 top logprobs per token.
   "$bin/strata" serve --model $config --load-format dummy --device cuda --port 30123 \
     --max-running-requests 64 >"$OUT/serve.log" 2>&1 &
   serve_pid=$!
   for i in $(seq 1 120); do curl -sf localhost:30123/health >/dev/null && break; sleep 1; done
-  timeout 200 "$bin/strata" bench-serving --port 30123 --num-prompts 256 --random-input-len 1024 \
-    --random-output-len 256 --random-range-ratio 1 --max-concurrency 64 --json | tee "$OUT/serving.json"
+  controls='"sampling_params": {"temperature": 0.8, "top_p": 0.95, "top_k": 50, "frequency_penalty": 0.5, "presence_penalty": 0.2, "repetition_penalty": 1.1}'
+  for body in '{}' "{$controls}" "{$controls, \"return_logprob\": true, \"top_logprobs_num\": 5}"; do
+    timeout 200 "$bin/strata" bench-serving --port 30123 --num-prompts 256 --random-input-len 1024 \
+      --random-output-len 256 --random-range-ratio 1 --max-concurrency 64 \
+      --extra-request-body "$body" --json | tee -a "$OUT/serving.jsonl"
+  done
   kill $serve_pid; wait $serve_pid
   tail -3 "$OUT/serve.log"
 fi

@@ -93,31 +93,12 @@ TEST_P(CudaInvariance, PrefixCachedEqualsUncached) {
         << "step " << s;
 }
 
-// Sampling on the GPU: a seeded request that returns no logits draws its tokens in the
-// device's sampling kernel; one that returns them draws on the host from the same logits.
-// Both follow one rule (ops/sampling.h), so the tokens agree, batched with others or alone.
-TEST_P(CudaInvariance, DeviceSamplingEqualsHostSampling) {
+// Sampling on the GPU: every request draws in the device's kernels (logit edits, the draw,
+// logprobs); replayed on the host from the raw logits they return, the tokens and logprobs
+// are the host reference's (ops/logit_edits.h, ops/sampling.h, ops/logprobs.h).
+TEST_P(CudaInvariance, DeviceDrawsEqualTheHostReference) {
   auto gpu = runner("cuda");
-  SamplingParams sampling;
-  sampling.max_new_tokens = 12;
-  sampling.stop_at_eos = false;
-  sampling.temperature = 0.9f;
-  sampling.top_k = 50;
-  sampling.top_p = 0.95f;
-  auto run = [&](const std::vector<std::pair<uint64_t, bool>>& seeds_and_logits) {
-    std::vector<SampledRequest> requests;
-    for (const auto& [seed, logits] : seeds_and_logits)  // one reference prompt per seed
-      requests.push_back({ref_.input_ids[seed % ref_.input_ids.size()], seed, logits});
-    Scheduler s(*gpu, SchedulerOptions{});
-    return run_sampled(s, requests, sampling);
-  };
-  const auto device = run({{11, false}, {12, false}, {13, false}});
-  const auto host = run({{11, true}, {12, true}, {13, true}});
-  for (uint64_t i = 0; i < 3; ++i) {
-    ASSERT_EQ(device.at(i).size(), 12u);
-    EXPECT_EQ(device.at(i), host.at(i)) << "request " << i;
-  }
-  EXPECT_EQ(run({{12, false}}).at(0), device.at(1)) << "alone vs batched";
+  expect_draws_equal_host_reference(*gpu, ref_.input_ids[0]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaInvariance,

@@ -76,7 +76,7 @@ int run(const BenchFlags& f) {
       }
     }
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<int32_t> next = runner.forward_sampled(prefill);
+    std::vector<int32_t> next = runner.forward_sampled(prefill).ids;
     if (timed) prefill_s = seconds_since(t0);
 
     for (int step = 1; step < output_len; ++step) {
@@ -95,7 +95,7 @@ int run(const BenchFlags& f) {
         decode.state_slots.push_back(state_slots[b]);
       }
       t0 = std::chrono::steady_clock::now();
-      next = runner.forward_sampled(decode);
+      next = runner.forward_sampled(decode).ids;
       if (timed) step_s.push_back(seconds_since(t0));
     }
     for (int b = 0; b < f.batch_size; ++b) {

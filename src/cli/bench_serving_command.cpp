@@ -36,6 +36,10 @@ struct BenchServingFlags {
   int max_concurrency = 0;  // 0 = unlimited
   uint64_t seed = 1;
   int vocab_size = 0;  // 0: ask the server
+  // Merged into every request's body (RFC 7386 merge patch), e.g. sampling controls:
+  // '{"sampling_params": {"temperature": 0.8, "frequency_penalty": 0.5}}'.
+  std::string extra_request_body;
+  nlohmann::json extra;
   bool json = false;
 };
 
@@ -88,11 +92,12 @@ Result send_one(const BenchServingFlags& f, const Prompt& p) {
   r.input_len = static_cast<int>(p.ids.size());
   httplib::Client client(f.host, f.port);
   client.set_read_timeout(600, 0);
-  const nlohmann::json body = {
+  nlohmann::json body = {
       {"input_ids", p.ids},
       {"stream", true},
       {"sampling_params",
        {{"max_new_tokens", p.output_len}, {"temperature", 0}, {"ignore_eos", true}}}};
+  if (!f.extra.is_null()) body.merge_patch(f.extra);
   httplib::Request req;
   req.method = "POST";
   req.path = "/generate";
@@ -155,7 +160,15 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? 0 : s / static_cast<double>(v.size());
 }
 
-int run(const BenchServingFlags& f) {
+int run(BenchServingFlags& f) {
+  if (!f.extra_request_body.empty()) {
+    f.extra = nlohmann::json::parse(f.extra_request_body, nullptr, false);
+    if (!f.extra.is_object())
+      fail(
+          "--extra-request-body '{}' is not a JSON object; give one such as "
+          "'{{\"sampling_params\": {{\"temperature\": 0.8}}}}'",
+          f.extra_request_body);
+  }
   if (f.dataset_name != "random" && f.dataset_name != "generated-shared-prefix")
     fail("--dataset-name '{}' is unknown: use random or generated-shared-prefix", f.dataset_name);
   if (f.num_prompts < 1 || f.random_input_len < 1 || f.random_output_len < 1 ||
@@ -270,6 +283,8 @@ void add_bench_serving_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", f->seed, "prompt and arrival randomness");
   cmd->add_option("--vocab-size", f->vocab_size,
                   "token ids are drawn below this (0: ask the server)");
+  cmd->add_option("--extra-request-body", f->extra_request_body,
+                  "JSON merged into every request (e.g. sampling_params)");
   cmd->add_flag("--json", f->json, "one JSON object");
   cmd->callback([f, &exit_code]() { exit_code = run_command([&] { return run(*f); }); });
 }

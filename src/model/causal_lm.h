@@ -33,6 +33,7 @@ struct ForwardContext {
   Tensor positions;        // [T] int32
   Tensor last_token_rows;  // [B] int32: each request's last token (the rows that get logits)
   Tensor sampling;         // [B, kSamplingRowInts] int32: packed SamplingRow per request
+  Tensor logit_edits;      // [capacity, kLogitEditInts] int32: packed LogitEdit, padded
   AttentionBackend* attention = nullptr;
   StatePool* recurrent_state = nullptr;  // per-request state of recurrent layers (hybrid models)
 };

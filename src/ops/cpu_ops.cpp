@@ -10,6 +10,8 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/routing_rope.h"
+#include "ops/logit_edits.h"
+#include "ops/logprobs.h"
 #include "ops/ops.h"
 #include "ops/sampling.h"
 
@@ -293,6 +295,25 @@ class CpuOps : public Ops {
       ids.ptr<int32_t>()[r] = sample_row(logits.ptr<float>() + r * logits.row_stride(),
                                          static_cast<int>(logits.cols()), row);
     }
+  }
+
+  void edit_logits(Tensor& logits, const Tensor& edits) override {
+    check_host_f32(logits, "edit_logits");
+    STRATA_CHECK(edits.dtype() == DType::I32 && edits.numel() % kLogitEditInts == 0,
+                 "logit edits {}", edits.describe());
+    apply_logit_edits(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
+                      edits.ptr<int32_t>(), edits.numel() / kLogitEditInts);
+  }
+
+  void logprobs(const Tensor& logits, const Tensor& ids, int top_n, Tensor& out) override {
+    check_host_f32(logits, "logprobs");
+    STRATA_CHECK(ids.dtype() == DType::I32 && ids.numel() == logits.rows() &&
+                     out.dtype() == DType::F32 && out.contiguous() &&
+                     out.numel() == logits.rows() * logprob_row_width(top_n),
+                 "logprobs of {} at {} into {}", logits.describe(), ids.describe(), out.describe());
+    for (int64_t r = 0; r < logits.rows(); ++r)
+      row_logprobs(logits.ptr<float>() + r * logits.row_stride(), static_cast<int>(logits.cols()),
+                   ids.ptr<int32_t>()[r], top_n, out.ptr<float>() + r * logprob_row_width(top_n));
   }
 };
 

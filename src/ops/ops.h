@@ -142,6 +142,13 @@ class Ops {
   // ids[r] = the token row r of `logits` [R, V] draws under rows[r] ([R, kSamplingRowInts]
   // int32, packed SamplingRow; ops/sampling.h defines the rule every device follows).
   virtual void sample(const Tensor& logits, const Tensor& rows, Tensor& ids) = 0;
+  // Applies edits ([capacity, kLogitEditInts] int32, packed LogitEdits; rows < 0 are padding)
+  // to logits [R, V] in place: the requests' logit_bias, bans and penalties
+  // (ops/logit_edits.h defines the rule every device follows).
+  virtual void edit_logits(Tensor& logits, const Tensor& edits) = 0;
+  // out [R, logprob_row_width(top_n)] f32: the log-probabilities of raw logits [R, V] at the
+  // drawn ids [R] int32 and the top_n most likely tokens (ops/logprobs.h).
+  virtual void logprobs(const Tensor& logits, const Tensor& ids, int top_n, Tensor& out) = 0;
 };
 
 // The reference implementation (kernels/cpu).

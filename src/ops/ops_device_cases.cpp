@@ -8,9 +8,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "core/dtype.h"
+#include "ops/logit_edits.h"
+#include "ops/logprobs.h"
 #include "ops/sampling.h"
 
 namespace strata::ops_test {
@@ -165,6 +168,73 @@ void memory_cases(std::vector<Case>& cases) {
       ops.sample(logits.slice_cols(2, vocab), ints(ops, packed, {rows, kSamplingRowInts}), ids);
       return Outputs{get(ops, ids)};
     });
+  // Logit edits: biases, repetition penalties on either sign, shifts and bans (-inf) on
+  // strided logits, padding entries, rows and tokens at the edges. Exactly the same floats.
+  for (int64_t vocab : {1000, 50257}) {
+    Case c;
+    c.seed = cases.size() + 1;
+    c.name = fmt::format("edit_logits_r40_v{}_strided", vocab);
+    c.run = [=](Ops& ops, Rng& rng) {
+      constexpr int64_t rows = 40;
+      const Tensor host = random({rows, vocab + 5}, rng, 4.0f);
+      constexpr int capacity = 1024, used = 1000;
+      std::vector<int32_t> packed(capacity * kLogitEditInts);
+      for (int i = 0; i < capacity; ++i) {
+        LogitEdit e;  // padding past `used`
+        if (i < used) {
+          e.row = i % rows;
+          e.token = i < 2 * rows ? (i < rows ? 0 : static_cast<int>(vocab) - 1)
+                                 : static_cast<int>((i / rows) * 37 % vocab);
+          const int kind = i % 5;
+          if (kind == 0 || kind == 3) e.bias = rng.uniform(-5.0f, 5.0f);
+          if (kind == 1 || kind == 3) e.repetition = rng.uniform(0.5f, 2.0f);
+          if (kind == 2 || kind == 3) e.shift = rng.uniform(-3.0f, 1.0f);
+          if (kind == 4) e.shift = -std::numeric_limits<float>::infinity();
+        }
+        e.pack(packed.data() + i * kLogitEditInts);
+      }
+      Tensor logits = put(ops, host, F32);
+      Tensor view = logits.slice_cols(2, vocab);
+      ops.edit_logits(view, ints(ops, packed, {capacity, kLogitEditInts}));
+      return Outputs{get(ops, logits)};
+    };
+    c.compare = [](const Outputs& cpu, const Outputs& cuda) {
+      ASSERT_EQ(cpu[0].numel(), cuda[0].numel());
+      for (int64_t i = 0; i < cpu[0].numel(); ++i)
+        ASSERT_EQ(cpu[0].data()[i], cuda[0].data()[i]) << "element " << i;  // -inf == -inf
+    };
+    cases.push_back(std::move(c));
+  }
+  // Logprobs: the drawn token's and the top 20 with their ids, over rows full of ties (the
+  // inputs are bf16-rounded: ties break to the lower id on every device), strided logits.
+  for (int64_t vocab : {1000, 50257})
+    for (int top : {0, 5, 20}) {
+      Case c;
+      c.seed = cases.size() + 1;
+      c.name = fmt::format("logprobs_r37_v{}_top{}_strided", vocab, top);
+      c.run = [=](Ops& ops, Rng& rng) {
+        constexpr int64_t rows = 37;
+        const Tensor logits = put(ops, random({rows, vocab + 3}, rng, 6.0f), F32);
+        std::vector<int32_t> drawn(rows);
+        for (auto& t : drawn) t = rng.below(static_cast<int>(vocab));
+        Tensor out = ops.empty({rows, logprob_row_width(top)}, F32);
+        ops.logprobs(logits.slice_cols(1, vocab), ints(ops, drawn, {rows}), top, out);
+        return Outputs{get(ops, out)};
+      };
+      c.compare = [top](const Outputs& cpu, const Outputs& cuda) {
+        ASSERT_EQ(cpu[0].numel(), cuda[0].numel());
+        const int width = logprob_row_width(top);
+        for (int64_t i = 0; i < cpu[0].numel(); ++i) {
+          const int at = static_cast<int>(i % width);
+          const bool id = at >= kLogprobHead && (at - kLogprobHead) % 2 == 0;
+          if (id)
+            ASSERT_EQ(cpu[0].data()[i], cuda[0].data()[i]) << "token id at " << i;
+          else
+            ASSERT_NEAR(cpu[0].data()[i], cuda[0].data()[i], 1e-4) << "logprob at " << i;
+        }
+      };
+      cases.push_back(std::move(c));
+    }
 }
 
 void linear_cases(std::vector<Case>& cases) {

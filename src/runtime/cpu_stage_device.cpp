@@ -45,9 +45,12 @@ class CpuStageDevice : public StageDevice {
     for (int b = 0; b < batch.batch_size(); ++b) last_rows_[b] = offsets[b + 1] - 1;
     sampling_.resize(static_cast<size_t>(batch.batch_size()) * kSamplingRowInts);
     batch.pack_sampling(sampling_.data());
+    edit_capacity_ = logit_edit_capacity(batch.logit_edits.size());
+    edits_.resize(static_cast<size_t>(edit_capacity_) * kLogitEditInts);
+    batch.pack_logit_edits(edits_.data(), edit_capacity_);
   }
 
-  PassOutput run(const ForwardBatch& batch, int, const PassFn& pass) override {
+  PassOutput run(const ForwardBatch& batch, const PassKind&, const PassFn& pass) override {
     STRATA_CHECK(batch_ == &batch, "run() of a batch that was not staged");
     ForwardContext ctx;
     ctx.ops = ops_.get();
@@ -56,6 +59,8 @@ class CpuStageDevice : public StageDevice {
     ctx.last_token_rows = host_ints(last_rows_);
     ctx.sampling = Tensor::view(sampling_.data(), {batch.batch_size(), kSamplingRowInts},
                                 DType::I32, Device::host());
+    ctx.logit_edits =
+        Tensor::view(edits_.data(), {edit_capacity_, kLogitEditInts}, DType::I32, Device::host());
     ctx.attention = attention_.get();
     return pass(ctx);
   }
@@ -84,6 +89,8 @@ class CpuStageDevice : public StageDevice {
   const ForwardBatch* batch_ = nullptr;
   std::vector<int32_t> last_rows_;
   std::vector<int32_t> sampling_;  // packed SamplingRow per request
+  std::vector<int32_t> edits_;     // packed LogitEdit, padded to edit_capacity_
+  int edit_capacity_ = 0;
   std::map<std::string, Tensor> buffers_;
 };
 

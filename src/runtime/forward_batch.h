@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/logit_edits.h"
 #include "ops/sampling.h"
 
 namespace strata {
@@ -24,6 +25,13 @@ struct ForwardBatch {
   // [B] how each request draws its next token when the pass returns ids (ModelRunner::
   // forward_sampled) instead of logits; empty: every request greedy.
   std::vector<SamplingRow> sampling;
+  // Sampled passes also take: changes to the logits before the draw (the requests' logit_bias,
+  // bans and penalties; ops/logit_edits.h), the log-probabilities to return for every row
+  // (-1: none; else the drawn token's and the top_logprobs most likely; ops/logprobs.h), and
+  // the rows whose raw logits come back as well.
+  std::vector<LogitEdit> logit_edits;
+  int top_logprobs = -1;
+  std::vector<int32_t> raw_logit_rows;
 
   int batch_size() const { return static_cast<int>(req_pool_indices.size()); }
   int num_tokens() const { return static_cast<int>(input_ids.size()); }
@@ -34,12 +42,38 @@ struct ForwardBatch {
     for (int b = 0; b < batch_size(); ++b) off[b + 1] = off[b] + extend_lens[b];
     return off;
   }
+  // The logit edits as kLogitEditInts int32 each, padded with no-ops to `capacity`.
+  void pack_logit_edits(int32_t* out, int capacity) const {
+    for (int i = 0; i < capacity; ++i) {
+      const LogitEdit e = i < static_cast<int>(logit_edits.size()) ? logit_edits[i] : LogitEdit{};
+      e.pack(out + static_cast<int64_t>(i) * kLogitEditInts);
+    }
+  }
   // batch.sampling as kSamplingRowInts int32 per request (greedy rows when it is empty).
   void pack_sampling(int32_t* out) const {
     for (int b = 0; b < batch_size(); ++b) {
       const SamplingRow row = sampling.empty() ? SamplingRow::greedy() : sampling[b];
       row.pack(out + static_cast<int64_t>(b) * kSamplingRowInts);
     }
+  }
+};
+
+// What a pass computes after the model, beside its shape; a captured graph is one of these.
+struct PassKind {
+  bool sampled = false;   // ids drawn on the device (else logits returned)
+  int edit_capacity = 0;  // room for logit edits before the draw (logit_edit_capacity)
+  int top_logprobs = -1;  // logprobs of every row's draw (-1: none)
+  bool keep_raw = false;  // the raw logits outlive the edits (logprobs or raw rows come back)
+  auto operator<=>(const PassKind&) const = default;
+
+  static PassKind logits() { return {}; }
+  static PassKind sampled_for(const ForwardBatch& batch) {
+    PassKind k;
+    k.sampled = true;
+    k.edit_capacity = logit_edit_capacity(batch.logit_edits.size());
+    k.top_logprobs = batch.top_logprobs;
+    k.keep_raw = k.edit_capacity > 0 && (batch.top_logprobs >= 0 || !batch.raw_logit_rows.empty());
+    return k;
   }
 };
 

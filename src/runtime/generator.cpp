@@ -73,7 +73,7 @@ std::vector<GenerateOutput> generate(ModelRunner& runner,
       if (members.empty()) continue;
       progressed = true;
       if (on_device) {
-        std::vector<int32_t> ids = runner.forward_sampled(batch);
+        std::vector<int32_t> ids = runner.forward_sampled(batch).ids;
         for (size_t b = 0; b < members.size(); ++b)
           if (!state.ready_to_sample(members[b])) ids[b] = -1;  // still mid-prompt
         state.accept(members, ids, nullptr);

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
 #include "models/registry.h"
+#include "ops/logprobs.h"
 #include "runtime/capabilities.h"
 
 namespace strata {
@@ -160,7 +161,7 @@ std::string ModelRunner::describe() const {
                      weight_bytes_ / double(1 << 30), memory_->allocator().num_slots());
 }
 
-PassOutput ModelRunner::run_pass(const ForwardBatch& batch, bool sampled) {
+PassOutput ModelRunner::run_pass(const ForwardBatch& batch, const PassKind& kind) {
   device_->stage(batch);
   const Tensor hidden_in =
       stage_.is_first
@@ -168,7 +169,8 @@ PassOutput ModelRunner::run_pass(const ForwardBatch& batch, bool sampled) {
           : device_->persistent("stage_in", {batch.num_tokens(), config_.hidden_size}, DType::F32);
   STRATA_CHECK(batch.sampling.empty() || batch.sampling.size() == batch.req_pool_indices.size(),
                "{} sampling rows for {} requests", batch.sampling.size(), batch.batch_size());
-  return device_->run(batch, sampled ? 1 : 0, [&](ForwardContext& ctx) {
+  STRATA_CHECK(!kind.sampled || !batch.return_all_logits, "a sampled pass returns no logits");
+  return device_->run(batch, kind, [&](ForwardContext& ctx) {
     ctx.recurrent_state = state_pool_.get();
     Ops& ops = *ctx.ops;
     Tensor out = model_->forward(batch, ctx, hidden_in);
@@ -176,11 +178,24 @@ PassOutput ModelRunner::run_pass(const ForwardBatch& batch, bool sampled) {
     if (!stage_.is_last) {
       Tensor dst = device_->persistent("stage_out", {out.rows(), out.cols()}, DType::F32);
       ops.copy(out, dst);
-    } else if (sampled) {
-      result.ids = ops.empty({out.rows()}, DType::I32);
-      ops.sample(out, ctx.sampling, result.ids);
-    } else {
-      result.logits = out;
+      return result;
+    }
+    result.logits = out;
+    if (!kind.sampled) return result;
+    // The draw reads the edited logits; logprobs and raw rows the model's own.
+    Tensor drawn_from = out;
+    if (kind.edit_capacity > 0) {
+      if (kind.keep_raw) {
+        drawn_from = ops.empty({out.rows(), out.cols()}, DType::F32);
+        ops.copy(out, drawn_from);
+      }
+      ops.edit_logits(drawn_from, ctx.logit_edits);
+    }
+    result.ids = ops.empty({out.rows()}, DType::I32);
+    ops.sample(drawn_from, ctx.sampling, result.ids);
+    if (kind.top_logprobs >= 0) {
+      result.logprobs = ops.empty({out.rows(), logprob_row_width(kind.top_logprobs)}, DType::F32);
+      ops.logprobs(out, result.ids, kind.top_logprobs, result.logprobs);
     }
     return result;
   });
@@ -193,7 +208,7 @@ Tensor ModelRunner::forward(const ForwardBatch& batch, const Tensor& hidden_in) 
     Tensor in = device_->persistent("stage_in", {hidden_in.rows(), hidden_in.cols()}, DType::F32);
     device_->ops().copy(hidden_in, in);
   }
-  PassOutput out = run_pass(batch, false);
+  PassOutput out = run_pass(batch, PassKind::logits());
   if (stage_.is_last) return device_->to_host(out.logits);
   stage_tokens_ = batch.num_tokens();
   const TensorRef hidden = stage_output();
@@ -201,8 +216,28 @@ Tensor ModelRunner::forward(const ForwardBatch& batch, const Tensor& hidden_in) 
       Tensor::view(hidden.data, hidden.shape, DType::F32, device_->ops().device()));
 }
 
-std::vector<int32_t> ModelRunner::forward_sampled(const ForwardBatch& batch) {
-  return device_->ids_to_host(run_pass(batch, true).ids);
+ModelRunner::SampledTokens ModelRunner::bring_back(const ForwardBatch& batch,
+                                                   const PassOutput& out) {
+  SampledTokens s;
+  s.ids = device_->ids_to_host(out.ids);
+  if (!out.logprobs.empty()) {
+    const Tensor lp = device_->to_host(out.logprobs);
+    s.logprobs.assign(lp.ptr<float>(), lp.ptr<float>() + lp.numel());
+  }
+  for (int32_t r : batch.raw_logit_rows) {
+    STRATA_CHECK(r >= 0 && r < out.logits.rows(), "raw logits row {} of {}", r, out.logits.rows());
+    const Tensor row = device_->to_host(Tensor::view(
+        static_cast<char*>(out.logits.raw()) + r * out.logits.row_stride() * sizeof(float),
+        {1, out.logits.cols()}, DType::F32, out.logits.device()));
+    s.raw_logits.emplace_back(row.ptr<float>(), row.ptr<float>() + row.numel());
+  }
+  return s;
+}
+
+ModelRunner::SampledTokens ModelRunner::forward_sampled(const ForwardBatch& batch) {
+  STRATA_CHECK(batch.top_logprobs <= kMaxTopLogprobs, "top_logprobs {} over {}", batch.top_logprobs,
+               kMaxTopLogprobs);
+  return bring_back(batch, run_pass(batch, PassKind::sampled_for(batch)));
 }
 
 TensorRef ModelRunner::stage_input(int num_tokens) {
@@ -213,11 +248,12 @@ TensorRef ModelRunner::stage_input(int num_tokens) {
 
 ModelRunner::StageResult ModelRunner::forward_stage(const ForwardBatch& batch, bool sampled) {
   StageResult result;
-  PassOutput out = run_pass(batch, sampled && stage_.is_last);
+  PassOutput out = run_pass(
+      batch, sampled && stage_.is_last ? PassKind::sampled_for(batch) : PassKind::logits());
   stage_tokens_ = batch.num_tokens();
   if (!stage_.is_last) return result;  // queued; the hidden state is in stage_output()
   if (sampled)
-    result.ids = device_->ids_to_host(out.ids);
+    result.sampled = bring_back(batch, out);
   else
     result.logits = device_->to_host(out.logits);
   return result;
@@ -259,7 +295,7 @@ void ModelRunner::reserve(int max_tokens, int max_batch) {
   for (const ForwardBatch* b : {&extend, &decode})
     for (bool sampled : {false, true}) {
       if (sampled && !stage_.is_last) continue;
-      PassOutput out = run_pass(*b, sampled);
+      PassOutput out = run_pass(*b, sampled ? PassKind::sampled_for(*b) : PassKind::logits());
       if (stage_.is_last && sampled) device_->ids_to_host(out.ids);  // waits for the pass
     }
   device_->finish_reserve();

@@ -74,9 +74,15 @@ class ModelRunner {
   // hidden_in: the previous stage's output (stages after the first).
   Tensor forward(const ForwardBatch& batch, const Tensor& hidden_in = {});
   // One forward pass of the last stage, returning the token each request draws from its
-  // logits row under batch.sampling (greedy where empty), drawn on the device: no logits are
-  // copied back.
-  std::vector<int32_t> forward_sampled(const ForwardBatch& batch);
+  // logits row after batch.logit_edits, under batch.sampling (greedy where empty), drawn on
+  // the device: only the ids, the logprobs asked for and the raw rows asked for come back.
+  struct SampledTokens {
+    std::vector<int32_t> ids;  // [B]
+    // [B x logprob_row_width(batch.top_logprobs)] when batch.top_logprobs >= 0 (ops/logprobs.h)
+    std::vector<float> logprobs;
+    std::vector<std::vector<float>> raw_logits;  // one row per batch.raw_logit_rows entry
+  };
+  SampledTokens forward_sampled(const ForwardBatch& batch);
 
   // Pipeline stages (runtime/pipeline_generator.cpp), on any device. A stage after the first
   // receives the previous stage's hidden state [tokens, hidden_size] into stage_input(tokens);
@@ -84,8 +90,8 @@ class ModelRunner {
   // before the last then hands stage_output() on. Both live where the runner computes (host
   // memory, or its GPU); on a GPU, forward_stage of a stage before the last only queues work.
   struct StageResult {
-    Tensor logits;             // last stage, unless sampled
-    std::vector<int32_t> ids;  // last stage when sampled: each row's draw (batch.sampling)
+    Tensor logits;          // last stage, unless sampled
+    SampledTokens sampled;  // last stage when sampled (as forward_sampled)
   };
   TensorRef stage_input(int num_tokens);
   StageResult forward_stage(const ForwardBatch& batch, bool sampled);
@@ -112,7 +118,8 @@ class ModelRunner {
 
  private:
   // Queues one pass; sampled: drawn ids instead of logits. Nothing is copied back here.
-  PassOutput run_pass(const ForwardBatch& batch, bool sampled);
+  PassOutput run_pass(const ForwardBatch& batch, const PassKind& kind);
+  SampledTokens bring_back(const ForwardBatch& batch, const PassOutput& out);
 
   ModelConfig config_;
   RunnerOptions options_;

@@ -107,7 +107,7 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
       if (stage.is_last) {
         std::vector<int32_t> tokens;
         if (on_device) {
-          tokens = std::move(out.ids);
+          tokens = std::move(out.sampled.ids);
           for (size_t b = 0; b < members.size(); ++b)
             if (!state.ready_to_sample(members[b])) tokens[b] = -1;  // still mid-prompt
         } else {

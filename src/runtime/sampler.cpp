@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "ops/logprobs.h"
 
 namespace strata {
 
@@ -56,27 +57,48 @@ int TokenCounts::output_count(int token) const {
   return it == output_.end() ? 0 : it->second;
 }
 
-void adjust_logits(float* logits, int vocab, const SamplingParams& p, const TokenCounts& counts,
-                   const std::vector<int>& eos_ids) {
-  auto valid = [vocab](int t) { return t >= 0 && t < vocab; };
+void append_logit_edits(std::vector<LogitEdit>& out, int row, int vocab, const SamplingParams& p,
+                        const TokenCounts& counts, const std::vector<int>& eos_ids) {
+  if (!p.adjusts_logits()) return;
+  // One edit per token: the controls that touch it merge into its bias, repetition and shift.
+  std::unordered_map<int, LogitEdit> edits;
+  auto edit = [&](int token) -> LogitEdit* {
+    if (token < 0 || token >= vocab) return nullptr;
+    auto [it, fresh] = edits.try_emplace(token);
+    if (fresh) it->second.row = row, it->second.token = token;
+    return &it->second;
+  };
   for (const auto& [token, bias] : p.logit_bias)
-    if (valid(token)) logits[token] += bias;
+    if (LogitEdit* e = edit(token)) e->bias += bias;
   if (counts.output_tokens() < p.min_new_tokens) {
     constexpr float kBanned = -std::numeric_limits<float>::infinity();
     if (p.stop_at_eos)
       for (int t : eos_ids)
-        if (valid(t)) logits[t] = kBanned;
+        if (LogitEdit* e = edit(t)) e->shift = kBanned;
     for (int t : p.stop_token_ids)
-      if (valid(t)) logits[t] = kBanned;
+      if (LogitEdit* e = edit(t)) e->shift = kBanned;
   }
   if (p.repetition_penalty != 1.0f)
     for (int t : counts.seen())
-      if (valid(t))
-        logits[t] =
-            logits[t] > 0 ? logits[t] / p.repetition_penalty : logits[t] * p.repetition_penalty;
+      if (LogitEdit* e = edit(t)) e->repetition = p.repetition_penalty;
   if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f)
     for (const auto& [t, n] : counts.output())
-      if (valid(t)) logits[t] -= p.frequency_penalty * static_cast<float>(n) + p.presence_penalty;
+      if (LogitEdit* e = edit(t))
+        e->shift -= p.frequency_penalty * static_cast<float>(n) + p.presence_penalty;
+  // In token order, so that a pass's edit list does not depend on hash order.
+  const size_t first = out.size();
+  for (const auto& [_, e] : edits) out.push_back(e);
+  std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+            [](const LogitEdit& a, const LogitEdit& b) { return a.token < b.token; });
+}
+
+void adjust_logits(float* logits, int vocab, const SamplingParams& p, const TokenCounts& counts,
+                   const std::vector<int>& eos_ids) {
+  std::vector<LogitEdit> edits;
+  append_logit_edits(edits, 0, vocab, p, counts, eos_ids);
+  std::vector<int32_t> packed(edits.size() * kLogitEditInts);
+  for (size_t i = 0; i < edits.size(); ++i) edits[i].pack(packed.data() + i * kLogitEditInts);
+  apply_logit_edits(logits, vocab, 1, vocab, packed.data(), static_cast<int64_t>(edits.size()));
 }
 
 SamplingRow sampling_row(const SamplingParams& p, int step) {
@@ -95,21 +117,19 @@ int sample_token(const float* logits, int vocab, const SamplingParams& p, int st
 }
 
 TokenLogprob token_logprob(const float* logits, int vocab, int token, int top_n) {
-  const float max_logit = *std::max_element(logits, logits + vocab);
-  double sum = 0.0;
-  for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
-  const double log_z = max_logit + std::log(sum);
+  const int n = std::clamp(top_n, 0, vocab);
+  std::vector<float> row(logprob_row_width(n));
+  row_logprobs(logits, vocab, token, n, row.data());
+  return token_logprob_from_row(row.data(), token, n);
+}
+
+TokenLogprob token_logprob_from_row(const float* row, int token, int top_n) {
   TokenLogprob out;
   out.token = token;
-  out.logprob = static_cast<float>(logits[token] - log_z);
-  const int k = std::clamp(top_n, 0, vocab);
-  std::vector<int> idx(vocab);
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  for (int i = 0; i < k; ++i)
-    out.top.emplace_back(idx[i], static_cast<float>(logits[idx[i]] - log_z));
+  out.logprob = row[0];
+  for (int i = 0; i < top_n; ++i)
+    out.top.emplace_back(static_cast<int>(row[kLogprobHead + 2 * i]),
+                         row[kLogprobHead + 2 * i + 1]);
   return out;
 }
 

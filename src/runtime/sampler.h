@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/logit_edits.h"
 #include "ops/sampling.h"
 
 namespace strata {
@@ -63,10 +64,14 @@ class TokenCounts {
   int output_tokens_ = 0;
 };
 
-// The request's logits from the model's, in place: logit_bias added; stop tokens (eos_ids
-// when p.stop_at_eos, and p.stop_token_ids) set to -inf while fewer than min_new_tokens are
-// out; then the repetition penalty over prompt and output tokens, and the frequency and
-// presence penalties over output tokens. Costs O(distinct tokens seen), not O(vocab).
+// The changes a request's controls make to its logits row `row` for its next draw, as logit
+// edits (ops/logit_edits.h; at most one per token, appended to `out`): logit_bias added; stop
+// tokens (eos_ids when p.stop_at_eos, and p.stop_token_ids) banned while fewer than
+// min_new_tokens are out; then the repetition penalty over prompt and output tokens, and the
+// frequency and presence penalties over output tokens. O(distinct tokens seen), not O(vocab).
+void append_logit_edits(std::vector<LogitEdit>& out, int row, int vocab, const SamplingParams& p,
+                        const TokenCounts& counts, const std::vector<int>& eos_ids);
+// The same edits applied to one row of `vocab` logits on the host, in place.
 void adjust_logits(float* logits, int vocab, const SamplingParams& p, const TokenCounts& counts,
                    const std::vector<int>& eos_ids);
 
@@ -84,5 +89,7 @@ struct TokenLogprob {
   std::vector<std::pair<int, float>> top;
 };
 TokenLogprob token_logprob(const float* logits, int vocab, int token, int top_n);
+// The same from a pass's row of logprobs (ops/logprobs.h layout, `top_n` pairs).
+TokenLogprob token_logprob_from_row(const float* row, int token, int top_n);
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -150,6 +151,40 @@ TEST(Sampler, AdjustsOnlyWhenAControlIsSet) {
   EXPECT_FALSE(p.adjusts_logits());
   p.repetition_penalty = 1.1f;
   EXPECT_TRUE(p.adjusts_logits());
+}
+
+// The edit list the device applies: one edit per token however many controls touch it, in
+// token order, on the request's row; tokens outside the vocabulary dropped; nothing at all
+// for a request without controls.
+TEST(Sampler, LogitEditsMergePerTokenInTokenOrder) {
+  SamplingParams p;
+  p.logit_bias = {{7, 2.0f}, {3, -1.0f}, {7, 0.5f}, {99, 1.0f}};
+  p.repetition_penalty = 1.5f;
+  p.frequency_penalty = 0.5f;
+  p.min_new_tokens = 3;
+  p.stop_token_ids = {5};
+  TokenCounts counts({3, 4});
+  counts.add_output(7);
+  counts.add_output(7);
+  std::vector<LogitEdit> edits;
+  append_logit_edits(edits, 2, 10, p, counts, {9});
+  std::vector<int> tokens;
+  for (const auto& e : edits) {
+    EXPECT_EQ(e.row, 2);
+    tokens.push_back(e.token);
+  }
+  EXPECT_EQ(tokens, (std::vector<int>{3, 4, 5, 7, 9}));
+  const LogitEdit& seven = edits[3];
+  EXPECT_FLOAT_EQ(seven.bias, 2.5f);
+  EXPECT_FLOAT_EQ(seven.repetition, 1.5f);
+  EXPECT_FLOAT_EQ(seven.shift, -1.0f);                                 // 0.5 x 2 occurrences
+  EXPECT_EQ(edits[2].shift, -std::numeric_limits<float>::infinity());  // banned stop token
+  EXPECT_EQ(edits[4].shift, -std::numeric_limits<float>::infinity());  // EOS
+  EXPECT_FLOAT_EQ(seven.apply(3.0f), (3.0f + 2.5f) / 1.5f - 1.0f);
+  EXPECT_FLOAT_EQ(seven.apply(-3.0f), (-3.0f + 2.5f) * 1.5f - 1.0f);
+  std::vector<LogitEdit> none;
+  append_logit_edits(none, 0, 10, SamplingParams{}, counts, {9});
+  EXPECT_TRUE(none.empty());
 }
 
 TEST(Sampler, RejectsOutOfRangeParameters) {

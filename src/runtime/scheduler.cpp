@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "model/json_util.h"
+#include "ops/logprobs.h"
 #include "runtime/batch_builder.h"
 
 namespace strata {
@@ -77,9 +78,12 @@ void Scheduler::validate(const ServeRequest& r) const {
     if (id < 0 || id >= vocab)
       throw RequestError(
           fmt::format("logit_bias names token {}, outside the vocabulary (0..{})", id, vocab - 1));
-  if (r.top_logprobs > vocab)
+  if (r.top_logprobs > kMaxTopLogprobs)
     throw RequestError(
-        fmt::format("top_logprobs {} exceeds the vocabulary size {}", r.top_logprobs, vocab));
+        fmt::format("top_logprobs must be in 0..{}, got {}", kMaxTopLogprobs, r.top_logprobs));
+  if (r.top_logprobs >= 0 && vocab > (1 << 24))
+    throw RequestError(fmt::format(
+        "logprobs of a vocabulary of {} tokens are not supported (at most 2^24)", vocab));
   if (!r.stop_strings.empty() && !make_text_stream_)
     throw RequestError(
         "stop strings need a tokenizer, and this server has none (no tokenizer.json in the "
@@ -344,25 +348,29 @@ void Scheduler::retract_until_decode_fits() {
   }
 }
 
-bool Scheduler::picks_on_device(const Req& r) {
+void Scheduler::add_draw(ForwardBatch& batch, const Req& r) const {
   const ServeRequest& q = r.request;
-  return !q.sampling.adjusts_logits() && q.top_logprobs < 0 && !q.return_logits;
+  const int b = static_cast<int>(batch.sampling.size());
+  batch.sampling.push_back(sampling_row(q.sampling, r.generated()));
+  if (r.prefilling()) return;  // mid-prompt: its draw is not used
+  append_logit_edits(batch.logit_edits, b, runner_.config().vocab_size, q.sampling, r.counts,
+                     options_.eos_token_ids);
+  batch.top_logprobs = std::max(batch.top_logprobs, q.top_logprobs);
+  if (q.return_logits) batch.raw_logit_rows.push_back(b);
 }
 
-void Scheduler::sample(Req& r, const float* logits) {
+void Scheduler::take_draw(Req& r, int b, const ForwardBatch& batch,
+                          ModelRunner::SampledTokens& drawn, int& raw_row) {
   const ServeRequest& q = r.request;
-  const int vocab = runner_.config().vocab_size;
-  const float* row = logits;
-  if (q.sampling.adjusts_logits()) {
-    adjusted_.assign(logits, logits + vocab);
-    adjust_logits(adjusted_.data(), vocab, q.sampling, r.counts, options_.eos_token_ids);
-    row = adjusted_.data();
-  }
-  const int token = sample_token(row, vocab, q.sampling, r.generated());
+  const int token = drawn.ids[b];
   if (q.sampling.adjusts_logits()) r.counts.add_output(token);
-  if (q.top_logprobs >= 0)
-    r.out.logprobs.push_back(token_logprob(logits, vocab, token, q.top_logprobs));
-  if (q.return_logits) r.out.logits.emplace_back(logits, logits + vocab);
+  if (q.top_logprobs >= 0) {
+    // The pass computed the batch's largest top_logprobs; this request's are the first ones.
+    const float* row =
+        drawn.logprobs.data() + static_cast<size_t>(b) * logprob_row_width(batch.top_logprobs);
+    r.out.logprobs.push_back(token_logprob_from_row(row, token, q.top_logprobs));
+  }
+  if (q.return_logits) r.out.logits.push_back(std::move(drawn.raw_logits.at(raw_row++)));
   accept(r, token);
 }
 
@@ -475,30 +483,20 @@ std::vector<RequestOutput> Scheduler::step() {
     return outputs;
   }
 
-  // Requests that need no logits and no logit adjustments draw their tokens on the device (one
-  // id per row comes back); otherwise the logits come to the host and each request samples
-  // its own, by the same rule (ops/sampling.h).
-  const bool on_device =
-      std::all_of(members.begin(), members.end(), [](const Req* r) { return picks_on_device(*r); });
-  Tensor logits;
-  std::vector<int32_t> ids;
-  if (on_device) {
-    for (const Req* r : members)
-      batch.sampling.push_back(sampling_row(r->request.sampling, r->generated()));
-    ids = runner_.forward_sampled(batch);
-  } else
-    logits = runner_.forward(batch);
+  // Every request draws on the device that ran the pass, by the rules every device shares
+  // (ops/logit_edits.h, ops/sampling.h): the ids come back, with the logprobs and raw logits
+  // rows asked for, never the whole [batch, vocab] logits.
+  for (const Req* r : members) add_draw(batch, *r);
+  ModelRunner::SampledTokens drawn = runner_.forward_sampled(batch);
   ++totals_.forward_passes;
+  int raw_row = 0;
   for (size_t b = 0; b < members.size(); ++b) {
     Req& r = *members[b];
     const bool prefill_pass = r.cached <= r.prefill_end;  // not a decode step
     if (caches_states() && prefill_pass && at_checkpoint(r)) checkpoint(r);
     if (r.prefilling()) continue;
     if (r.cached == r.prefill_end) share_prompt(r);
-    if (on_device)
-      accept(r, ids[b]);
-    else
-      sample(r, logits.row(static_cast<int64_t>(b)));
+    take_draw(r, static_cast<int>(b), batch, drawn, raw_row);
     if (caches_states() && !prefill_pass && !r.finished && page_size_ > 1 &&
         r.cached % page_size_ == 0)
       track_decode(r);

@@ -110,13 +110,14 @@ class Scheduler {
   bool reserve_pages(int64_t pages);
   int try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Req*>& members);
   void retract_until_decode_fits();
-  // Chooses r's next token from its logits row (sampling, logprobs), then accept()s it.
-  void sample(Req& r, const float* logits);
+  // What r's next draw needs in the pass: its sampling row, logit edits, logprobs, raw row.
+  void add_draw(ForwardBatch& batch, const Req& r) const;
+  // Records the token the pass drew for r (row b), its logprobs and raw logits if asked for,
+  // then accept()s it.
+  void take_draw(Req& r, int b, const ForwardBatch& batch, ModelRunner::SampledTokens& drawn,
+                 int& raw_row);
   // Appends a chosen token to r and finishes r at a stop token, stop string or length.
   void accept(Req& r, int token);
-  // True when r's next token is the argmax of unadjusted logits (no penalties or biases) and
-  // r wants no logits: the device picks it.
-  static bool picks_on_device(const Req& r);
   bool matches_stop_string(Req& r, int token);
   void share_prompt(Req& r);
   void relock(Req& r, int len);
@@ -147,7 +148,6 @@ class Scheduler {
   uint64_t admissions_ = 0;
   double new_token_ratio_;
   SchedulerStats totals_;
-  std::vector<float> adjusted_;  // a request's logits row after adjust_logits()
 };
 
 // EOS ids of a model directory: config.json's eos_token_id and, where present,

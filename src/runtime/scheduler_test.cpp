@@ -229,38 +229,15 @@ TEST(SchedulerPenalties, GreedyTokensAreTheArgmaxOfThePenalizedLogits) {
   EXPECT_NE(out.at(2).ids, out.at(0).ids);
 }
 
-// A sampled request draws on the device when it needs no logits (ModelRunner::forward_sampled)
-// and on the host when it returns them: the same seed must give the same tokens either way
-// (the draw is a function of the logits, the seed and the output position), alone or batched
-// with other requests, and another seed other tokens.
-TEST(SchedulerSampling, DeviceAndHostDrawsAgreeForASeed) {
+// Every request draws on the device that runs the pass (here the CPU reference; CUDA in
+// CudaInvariance), with its logit edits, sampling row and logprobs computed there. Replayed
+// on the host from the raw logits rows it returns, each token must be the host reference's
+// draw (adjust_logits, then sample_token) and each logprob the host's, for requests with
+// every control, batched with others that have other controls or none; and the same seed
+// must draw the same tokens whether or not the request returns logits.
+TEST(SchedulerSampling, DrawsOnTheDeviceEqualTheHostReference) {
   ModelRunner runner(ModelConfig::load(test::fixture_dir("llama")), test::default_options(1, 4));
-  SamplingParams sampling;
-  sampling.max_new_tokens = 20;
-  sampling.stop_at_eos = false;
-  sampling.temperature = 1.2f;
-  sampling.top_k = 40;
-  sampling.top_p = 0.9f;
-  sampling.min_p = 0.01f;
-  auto run = [&](const std::vector<std::pair<uint64_t, bool>>& seeds_and_logits) {
-    std::vector<test::SampledRequest> requests;
-    for (const auto& [seed, logits] : seeds_and_logits)  // one prompt per seed
-      requests.push_back({{3, 14, 15, 92, static_cast<int>(seed)}, seed, logits});
-    Scheduler s(runner, SchedulerOptions{});
-    auto ids = test::run_sampled(s, requests, sampling);
-    EXPECT_TRUE(s.flush_cache());
-    return ids;
-  };
-  const auto device = run({{7, false}});
-  const auto host = run({{7, true}});
-  ASSERT_EQ(device.at(0).size(), 20u);
-  EXPECT_EQ(device.at(0), host.at(0));
-  const auto batched = run({{5, false}, {7, false}});  // both on the device
-  EXPECT_EQ(batched.at(1), device.at(0));
-  EXPECT_NE(batched.at(0), batched.at(1));
-  const auto mixed = run({{5, false}, {7, false}, {9, true}});  // all on the host
-  EXPECT_EQ(mixed.at(0), batched.at(0));
-  EXPECT_EQ(mixed.at(1), device.at(0));
+  test::expect_draws_equal_host_reference(runner, {3, 14, 15, 92, 65});
 }
 
 }  // namespace strata

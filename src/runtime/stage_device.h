@@ -22,9 +22,10 @@ namespace strata {
 
 struct RunnerOptions;
 
-// What one pass leaves on the device: logits [rows, vocab] f32, or sampled ids [rows] int32.
+// What one pass leaves on the device: logits [rows, vocab] f32 (raw: before any edits), and
+// for sampled passes the ids drawn [rows] int32 and their logprobs [rows, width] f32.
 struct PassOutput {
-  Tensor logits, ids;
+  Tensor logits, ids, logprobs;
 };
 using PassFn = std::function<PassOutput(ForwardContext&)>;
 
@@ -50,8 +51,8 @@ class StageDevice {
   virtual void stage(const ForwardBatch& batch) = 0;
   // Queues `pass` for the staged batch with ctx's inputs on the device. A decode pass may be
   // captured once and replayed (CUDA graphs), so `pass` must queue device work only and
-  // depend on nothing but the batch's shape, `variant` and the staged metadata.
-  virtual PassOutput run(const ForwardBatch& batch, int variant, const PassFn& pass) = 0;
+  // depend on nothing but the batch's shape, `kind` and the staged metadata.
+  virtual PassOutput run(const ForwardBatch& batch, const PassKind& kind, const PassFn& pass) = 0;
   // Host copies (they wait for the device).
   virtual std::vector<int32_t> ids_to_host(const Tensor& ids) = 0;
   virtual Tensor to_host(const Tensor& t) = 0;

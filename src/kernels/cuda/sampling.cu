@@ -9,6 +9,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/sampling.h"
 #include "ops/sampling.h"
 
@@ -36,29 +37,15 @@ struct SampleShared {
   uint32_t digit;
   float remaining, mass;
   int chosen, last_kept;
-  float best[32];
-  int best_i[32];
 };
 
 // The first maximum of the row (block-wide); every thread gets it.
-__device__ void row_argmax(const float* x, int vocab, SampleShared& sh, float& best, int& best_i) {
+__device__ void row_argmax(const float* x, int vocab, float& best, int& best_i) {
   best = -FLT_MAX;
   best_i = INT_MAX;
   for (int i = threadIdx.x; i < vocab; i += kThreads)
-    if (x[i] > best || best_i == INT_MAX) best = x[i], best_i = i;
-  for (int off = 16; off > 0; off >>= 1) {
-    const float o = __shfl_xor_sync(0xffffffffu, best, off);
-    const int oi = __shfl_xor_sync(0xffffffffu, best_i, off);
-    if (o > best || (o == best && oi < best_i)) best = o, best_i = oi;
-  }
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) sh.best[warp] = best, sh.best_i[warp] = best_i;
-  __syncthreads();
-  best = sh.best[0], best_i = sh.best_i[0];
-  for (int w = 1; w < kThreads / 32; ++w)
-    if (sh.best[w] > best || (sh.best[w] == best && sh.best_i[w] < best_i))
-      best = sh.best[w], best_i = sh.best_i[w];
-  __syncthreads();
+    if (argmax_before(x[i], i, best, best_i)) best = x[i], best_i = i;
+  block_argmax(best, best_i);
   if (best_i == INT_MAX) best_i = 0;
 }
 
@@ -118,7 +105,7 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
 
   float m;
   int first_max;
-  row_argmax(x, vocab, sh, m, first_max);
+  row_argmax(x, vocab, m, first_max);
   if (row.temperature == 0.0f || row.top_k == 1) {
     if (threadIdx.x == 0) ids[blockIdx.x] = first_max;
     return;

@@ -6,6 +6,7 @@
 
 #include "core/dummy_random.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/tensor_ops.h"
 
 namespace strata::cuda {
@@ -29,37 +30,6 @@ __device__ __forceinline__ void store(const View& v, int64_t i, float x) {
     static_cast<int32_t*>(v.data)[i] = static_cast<int32_t>(x);
   else
     static_cast<float*>(v.data)[i] = x;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
-
-// Sum over the block (blockDim.x a multiple of 32); every thread gets the total.
-__device__ float block_sum(float v) {
-  __shared__ float partial[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warp_sum(v);
-  __syncthreads();  // `partial` may still be read by a previous call
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  v = lane < static_cast<int>(blockDim.x / 32) ? partial[lane] : 0.0f;
-  return warp_sum(v);
-}
-
-// The larger (value, index), ties to the lower index: torch.topk's and the CPU's order.
-__device__ __forceinline__ void warp_argmax(float& best, int& best_i) {
-  for (int off = 16; off > 0; off >>= 1) {
-    const float o = __shfl_xor_sync(0xffffffffu, best, off);
-    const int oi = __shfl_xor_sync(0xffffffffu, best_i, off);
-    if (o > best || (o == best && oi < best_i)) best = o, best_i = oi;
-  }
 }
 
 __device__ __forceinline__ float act_fn(Act act, float x) {
@@ -228,21 +198,10 @@ __global__ void argmax_kernel(View logits, int64_t cols, int32_t* ids) {
   int best_i = INT_MAX;  // loses every tie
   for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
     const float v = load(logits, base + i);
-    if (v > best || best_i == INT_MAX) best = v, best_i = static_cast<int>(i);
+    if (argmax_before(v, static_cast<int>(i), best, best_i)) best = v, best_i = static_cast<int>(i);
   }
-  warp_argmax(best, best_i);
-  __shared__ float bv[32];
-  __shared__ int bi[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) bv[warp] = best, bi[warp] = best_i;
-  __syncthreads();
-  if (warp == 0) {
-    const int warps = blockDim.x / 32;
-    best = lane < warps ? bv[lane] : -FLT_MAX;
-    best_i = lane < warps ? bi[lane] : INT_MAX;
-    warp_argmax(best, best_i);
-    if (lane == 0) ids[blockIdx.x] = best_i == INT_MAX ? 0 : best_i;
-  }
+  block_argmax(best, best_i);
+  if (threadIdx.x == 0) ids[blockIdx.x] = best_i == INT_MAX ? 0 : best_i;
 }
 
 // One warp per token. Scores and choice values live in the warp's slice of shared memory;

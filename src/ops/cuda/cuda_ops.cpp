@@ -7,9 +7,12 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/logit_ops.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/tensor_ops.h"
+#include "ops/logit_edits.h"
+#include "ops/logprobs.h"
 #include "ops/sampling.h"
 
 namespace strata {
@@ -532,6 +535,29 @@ void CudaOps::sample(const Tensor& logits, const Tensor& rows, Tensor& ids) {
                ids.describe());
   cuda::sample_rows(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
                     rows.ptr<int32_t>(), ids.ptr<int32_t>(), stream_);
+}
+
+void CudaOps::edit_logits(Tensor& logits, const Tensor& edits) {
+  STRATA_CHECK_DEVICE(logits, "edited logits");
+  STRATA_CHECK_I32(edits, "logit edits");
+  STRATA_CHECK(logits.dtype() == DType::F32 && edits.numel() % kLogitEditInts == 0,
+               "edit_logits of {} with {}", logits.describe(), edits.describe());
+  cuda::edit_logits(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
+                    edits.ptr<int32_t>(), edits.numel() / kLogitEditInts, stream_);
+}
+
+void CudaOps::logprobs(const Tensor& logits, const Tensor& ids, int top_n, Tensor& out) {
+  STRATA_CHECK_DEVICE(logits, "logprobs logits");
+  STRATA_CHECK_I32(ids, "logprobs ids");
+  STRATA_CHECK_DEVICE(out, "logprobs out");
+  STRATA_CHECK(logits.dtype() == DType::F32 && ids.numel() == logits.rows() &&
+                   out.dtype() == DType::F32 && out.contiguous() &&
+                   out.numel() == logits.rows() * logprob_row_width(top_n) && top_n >= 0 &&
+                   top_n <= kMaxTopLogprobs,
+               "logprobs of {} at {} (top {}) into {}", logits.describe(), ids.describe(), top_n,
+               out.describe());
+  cuda::logprobs(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
+                 ids.ptr<int32_t>(), top_n, out.ptr<float>(), stream_);
 }
 
 std::unique_ptr<Ops> make_cuda_ops(int gpu_id, cudaStream_t stream) {

@@ -98,6 +98,8 @@ class CudaOps : public Ops {
                Tensor& out) override;
   void argmax(const Tensor& logits, Tensor& ids) override;
   void sample(const Tensor& logits, const Tensor& rows, Tensor& ids) override;
+  void edit_logits(Tensor& logits, const Tensor& edits) override;
+  void logprobs(const Tensor& logits, const Tensor& ids, int top_n, Tensor& out) override;
 
  private:
   bool capturing() const;

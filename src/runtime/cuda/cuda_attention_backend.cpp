@@ -117,7 +117,9 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   // (Decode passes extend rows the mirror already holds, and are graph-captured with a fixed
   // metadata layout.)
   off_sampling_ = off_last_ + b;
-  off_zero_ = off_sampling_ + static_cast<int64_t>(b) * kSamplingRowInts;
+  edit_capacity_ = logit_edit_capacity(batch.logit_edits.size());
+  off_edits_ = off_sampling_ + static_cast<int64_t>(b) * kSamplingRowInts;
+  off_zero_ = off_edits_ + static_cast<int64_t>(edit_capacity_) * kLogitEditInts;
   off_shared_offsets_ = off_zero_ + b;
   off_shared_ = off_shared_offsets_ + b + 1;
   int64_t shared_total = 0;
@@ -148,6 +150,7 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   for (int i = 0; i <= b; ++i) staging_[off_offsets_ + i] = offsets[i];
   for (int i = 0; i < b; ++i) staging_[off_last_ + i] = offsets[i + 1] - 1;
   batch.pack_sampling(staging_ + off_sampling_);
+  batch.pack_logit_edits(staging_ + off_edits_, edit_capacity_);
   if (batch.mode == ForwardMode::Extend) {
     int32_t* shared = staging_ + off_shared_;
     staging_[off_shared_offsets_] = 0;

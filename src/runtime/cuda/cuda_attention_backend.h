@@ -48,6 +48,11 @@ class CudaAttentionBackend : public AttentionBackend {
     return ints(off_sampling_, static_cast<int64_t>(batch_size_) * kSamplingRowInts)
         .reshaped({batch_size_, kSamplingRowInts});
   }
+  // The batch's logit edits: [capacity, kLogitEditInts] int32 (packed LogitEdit, padded).
+  Tensor logit_edits() const {
+    return ints(off_edits_, static_cast<int64_t>(edit_capacity_) * kLogitEditInts)
+        .reshaped({edit_capacity_, kLogitEditInts});
+  }
   // Clears the device request table (after reserve passes that wrote dummy rows).
   void reset_table();
 
@@ -82,8 +87,10 @@ class CudaAttentionBackend : public AttentionBackend {
   int32_t* staging_ = nullptr;       // pinned host copy of meta_
   size_t staging_capacity_ = 0, staged_count_ = 0;
   int64_t off_ids_ = 0, off_pos_ = 0, off_loc_ = 0, off_req_ = 0, off_prefix_ = 0, off_offsets_ = 0,
-          off_last_ = 0, off_sampling_ = 0, off_zero_ = 0, off_shared_offsets_ = 0, off_shared_ = 0;
-  int max_shared_ = 0;  // longest prefix copied from the host table in this pass
+          off_last_ = 0, off_sampling_ = 0, off_edits_ = 0, off_zero_ = 0, off_shared_offsets_ = 0,
+          off_shared_ = 0;
+  int edit_capacity_ = 0;  // logit edits staged (a power of two, or 0)
+  int max_shared_ = 0;     // longest prefix copied from the host table in this pass
   ForwardMode mode_ = ForwardMode::Extend;
   int batch_size_ = 0, num_tokens_ = 0, max_extend_ = 0, max_seq_len_ = 0;
   bool prepared_ = false;

@@ -99,11 +99,11 @@ class CudaStageDevice : public StageDevice {
     attention_->stage(batch);
   }
 
-  PassOutput run(const ForwardBatch& batch, int variant, const PassFn& pass) override {
+  PassOutput run(const ForwardBatch& batch, const PassKind& kind, const PassFn& pass) override {
     const int rows = batch.return_all_logits ? batch.num_tokens() : batch.batch_size();
     if (!options_.cuda_graph || batch.mode != ForwardMode::Decode) return launch(pass);
     const int splits = batch.mode == ForwardMode::Decode ? decode_splits() : 0;
-    const GraphKey key{batch.num_tokens(), rows, splits, batch.return_all_logits, variant};
+    const GraphKey key{batch.num_tokens(), rows, splits, batch.return_all_logits, kind};
     const std::vector<const void*> signature = buffer_signature();
     auto it = graphs_.find(key);
     if (it != graphs_.end() && it->second.signature != signature) {
@@ -192,7 +192,7 @@ class CudaStageDevice : public StageDevice {
   struct GraphKey {
     int tokens, rows, splits;
     bool all_logits;
-    int variant;
+    PassKind kind;
     auto operator<=>(const GraphKey&) const = default;
   };
   struct Captured {
@@ -216,6 +216,7 @@ class CudaStageDevice : public StageDevice {
     ctx.positions = attention_->positions();
     ctx.last_token_rows = attention_->last_token_rows();
     ctx.sampling = attention_->sampling_rows();
+    ctx.logit_edits = attention_->logit_edits();
     ctx.attention = attention_.get();
     return pass(ctx);
   }
