@@ -4,11 +4,7 @@
 // (core/dummy_random.h) and the sampling rule's draws (ops/sampling.h) both come from here.
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define STRATA_HOST_DEVICE __host__ __device__
-#else
-#define STRATA_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace strata {
 

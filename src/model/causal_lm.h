@@ -34,6 +34,8 @@ struct ForwardContext {
   Tensor last_token_rows;  // [B] int32: each request's last token (the rows that get logits)
   Tensor sampling;         // [B, kSamplingRowInts] int32: packed SamplingRow per request
   Tensor logit_edits;      // [capacity, kLogitEditInts] int32: packed LogitEdit, padded
+  Tensor mask_rows;        // [capacity] int32: rows under a grammar (-1: padding)
+  Tensor token_masks;      // [capacity, 2 x token_mask_words(vocab)] int32: their masks
   AttentionBackend* attention = nullptr;
   StatePool* recurrent_state = nullptr;  // per-request state of recurrent layers (hybrid models)
 };

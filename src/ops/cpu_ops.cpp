@@ -14,6 +14,7 @@
 #include "ops/logprobs.h"
 #include "ops/ops.h"
 #include "ops/sampling.h"
+#include "ops/token_masks.h"
 
 namespace strata {
 
@@ -303,6 +304,16 @@ class CpuOps : public Ops {
                  "logit edits {}", edits.describe());
     apply_logit_edits(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
                       edits.ptr<int32_t>(), edits.numel() / kLogitEditInts);
+  }
+
+  void mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) override {
+    check_host_f32(logits, "mask_logits");
+    STRATA_CHECK(rows.dtype() == DType::I32 && masks.dtype() == DType::I32 &&
+                     masks.numel() == rows.numel() * 2 * token_mask_words(logits.cols()),
+                 "token masks {} for rows {} of {}", masks.describe(), rows.describe(),
+                 logits.describe());
+    apply_token_masks(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
+                      rows.ptr<int32_t>(), masks.ptr<int32_t>(), rows.numel());
   }
 
   void logprobs(const Tensor& logits, const Tensor& ids, int top_n, Tensor& out) override {

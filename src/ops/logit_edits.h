@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/counter_random.h"
+#include "core/host_device.h"
 
 namespace strata {
 

@@ -10,7 +10,7 @@
 // with ids as floats (exact: vocabularies are below 2^24, checked where the op is called).
 #include <cstdint>
 
-#include "core/counter_random.h"  // STRATA_HOST_DEVICE
+#include "core/host_device.h"
 
 namespace strata {
 

@@ -146,6 +146,9 @@ class Ops {
   // to logits [R, V] in place: the requests' logit_bias, bans and penalties
   // (ops/logit_edits.h defines the rule every device follows).
   virtual void edit_logits(Tensor& logits, const Tensor& edits) = 0;
+  // Bans the tokens that row rows[i] ([n] int32, -1: padding) may not draw under masks[i]
+  // ([n, 2 x token_mask_words(V)] int32; ops/token_masks.h): structured output's grammars.
+  virtual void mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) = 0;
   // out [R, logprob_row_width(top_n)] f32: the log-probabilities of raw logits [R, V] at the
   // drawn ids [R] int32 and the top_n most likely tokens (ops/logprobs.h).
   virtual void logprobs(const Tensor& logits, const Tensor& ids, int top_n, Tensor& out) = 0;

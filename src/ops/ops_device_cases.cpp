@@ -15,6 +15,7 @@
 #include "ops/logit_edits.h"
 #include "ops/logprobs.h"
 #include "ops/sampling.h"
+#include "ops/token_masks.h"
 
 namespace strata::ops_test {
 
@@ -202,6 +203,35 @@ void memory_cases(std::vector<Case>& cases) {
       ASSERT_EQ(cpu[0].numel(), cuda[0].numel());
       for (int64_t i = 0; i < cpu[0].numel(); ++i)
         ASSERT_EQ(cpu[0].data()[i], cuda[0].data()[i]) << "element " << i;  // -inf == -inf
+    };
+    cases.push_back(std::move(c));
+  }
+  // Grammar masks: rows masked or not, padding entries, a vocabulary that is not a multiple of
+  // 64 (the last word part-used), strided logits. Exactly the same floats.
+  for (int64_t vocab : {1000, 50257}) {
+    Case c;
+    c.seed = cases.size() + 1;
+    c.name = fmt::format("mask_logits_r9_v{}_strided", vocab);
+    c.run = [=](Ops& ops, Rng& rng) {
+      constexpr int64_t rows = 9;
+      constexpr int capacity = 8, used = 6;
+      const int64_t width = 2 * token_mask_words(vocab);
+      const Tensor host = random({rows, vocab + 3}, rng, 4.0f);
+      std::vector<int32_t> masked(capacity, -1), masks(capacity * width, 0);
+      for (int i = 0; i < used; ++i) {
+        masked[i] = i == 0 ? static_cast<int32_t>(rows - 1) : i + 1;  // rows 0 and 1 unmasked
+        for (int64_t j = 0; j < width; ++j)
+          masks[i * width + j] = i == 1 ? -1 : static_cast<int32_t>(rng.next());  // all, or some
+      }
+      Tensor logits = put(ops, host, F32);
+      Tensor view = logits.slice_cols(1, vocab);
+      ops.mask_logits(view, ints(ops, masked, {capacity}), ints(ops, masks, {capacity, width}));
+      return Outputs{get(ops, logits)};
+    };
+    c.compare = [](const Outputs& cpu, const Outputs& cuda) {
+      ASSERT_EQ(cpu[0].numel(), cuda[0].numel());
+      for (int64_t i = 0; i < cpu[0].numel(); ++i)
+        ASSERT_EQ(cpu[0].data()[i], cuda[0].data()[i]) << "element " << i;
     };
     cases.push_back(std::move(c));
   }

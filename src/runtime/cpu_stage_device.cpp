@@ -48,6 +48,11 @@ class CpuStageDevice : public StageDevice {
     edit_capacity_ = logit_edit_capacity(batch.logit_edits.size());
     edits_.resize(static_cast<size_t>(edit_capacity_) * kLogitEditInts);
     batch.pack_logit_edits(edits_.data(), edit_capacity_);
+    mask_capacity_ = token_mask_capacity(static_cast<int64_t>(batch.mask_rows.size()));
+    mask_ints_ = batch.token_mask_ints();
+    mask_rows_.resize(mask_capacity_);
+    masks_.resize(static_cast<size_t>(mask_capacity_) * mask_ints_);
+    batch.pack_token_masks(mask_rows_.data(), masks_.data(), mask_capacity_);
   }
 
   PassOutput run(const ForwardBatch& batch, const PassKind&, const PassFn& pass) override {
@@ -61,6 +66,9 @@ class CpuStageDevice : public StageDevice {
                                 DType::I32, Device::host());
     ctx.logit_edits =
         Tensor::view(edits_.data(), {edit_capacity_, kLogitEditInts}, DType::I32, Device::host());
+    ctx.mask_rows = Tensor::view(mask_rows_.data(), {mask_capacity_}, DType::I32, Device::host());
+    ctx.token_masks =
+        Tensor::view(masks_.data(), {mask_capacity_, mask_ints_}, DType::I32, Device::host());
     ctx.attention = attention_.get();
     return pass(ctx);
   }
@@ -91,6 +99,9 @@ class CpuStageDevice : public StageDevice {
   std::vector<int32_t> sampling_;  // packed SamplingRow per request
   std::vector<int32_t> edits_;     // packed LogitEdit, padded to edit_capacity_
   int edit_capacity_ = 0;
+  std::vector<int32_t> mask_rows_, masks_;  // grammar-masked rows and their masks, padded
+  int mask_capacity_ = 0;
+  int64_t mask_ints_ = 0;
   std::map<std::string, Tensor> buffers_;
 };
 

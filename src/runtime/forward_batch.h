@@ -2,11 +2,13 @@
 // ForwardBatch: what one forward pass computes. Tokens of all requests are laid out flat,
 // request after request; each request brings `extend_len` new tokens on top of
 // `prefix_len` tokens already in the cache (a decode step is an extend of 1).
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "ops/logit_edits.h"
 #include "ops/sampling.h"
+#include "ops/token_masks.h"
 
 namespace strata {
 
@@ -32,6 +34,10 @@ struct ForwardBatch {
   std::vector<LogitEdit> logit_edits;
   int top_logprobs = -1;
   std::vector<int32_t> raw_logit_rows;
+  // Structured output: the rows whose draw a grammar constrains, and their allowed-token masks
+  // (token_mask_words(vocab) words each, in mask_rows' order; ops/token_masks.h).
+  std::vector<int32_t> mask_rows;
+  std::vector<uint64_t> token_masks;
 
   int batch_size() const { return static_cast<int>(req_pool_indices.size()); }
   int num_tokens() const { return static_cast<int>(input_ids.size()); }
@@ -49,6 +55,28 @@ struct ForwardBatch {
       e.pack(out + static_cast<int64_t>(i) * kLogitEditInts);
     }
   }
+  // The masked rows (padded with -1 to `capacity`), then their masks as int32 pairs (low half
+  // first; the padding's are zero).
+  int64_t token_mask_ints() const {
+    return mask_rows.empty() ? 0 : 2 * static_cast<int64_t>(token_masks.size() / mask_rows.size());
+  }
+  void pack_token_masks(int32_t* rows_out, int32_t* masks_out, int capacity) const {
+    const int64_t ints = token_mask_ints();
+    for (int i = 0; i < capacity; ++i) {
+      const bool used = i < static_cast<int>(mask_rows.size());
+      rows_out[i] = used ? mask_rows[i] : -1;
+      int32_t* m = masks_out + i * ints;
+      if (!used) {
+        std::fill(m, m + ints, 0);
+        continue;
+      }
+      const uint64_t* w = token_masks.data() + i * (ints / 2);
+      for (int64_t j = 0; j < ints / 2; ++j) {
+        m[2 * j] = static_cast<int32_t>(static_cast<uint32_t>(w[j]));
+        m[2 * j + 1] = static_cast<int32_t>(static_cast<uint32_t>(w[j] >> 32));
+      }
+    }
+  }
   // batch.sampling as kSamplingRowInts int32 per request (greedy rows when it is empty).
   void pack_sampling(int32_t* out) const {
     for (int b = 0; b < batch_size(); ++b) {
@@ -63,7 +91,8 @@ struct PassKind {
   bool sampled = false;   // ids drawn on the device (else logits returned)
   int edit_capacity = 0;  // room for logit edits before the draw (logit_edit_capacity)
   int top_logprobs = -1;  // logprobs of every row's draw (-1: none)
-  bool keep_raw = false;  // the raw logits outlive the edits (logprobs or raw rows come back)
+  int mask_capacity = 0;  // room for grammar-masked rows (token_mask_capacity)
+  bool keep_raw = false;  // the raw logits outlive edits and masks (logprobs or raw rows back)
   auto operator<=>(const PassKind&) const = default;
 
   static PassKind logits() { return {}; }
@@ -72,7 +101,9 @@ struct PassKind {
     k.sampled = true;
     k.edit_capacity = logit_edit_capacity(batch.logit_edits.size());
     k.top_logprobs = batch.top_logprobs;
-    k.keep_raw = k.edit_capacity > 0 && (batch.top_logprobs >= 0 || !batch.raw_logit_rows.empty());
+    k.mask_capacity = token_mask_capacity(static_cast<int64_t>(batch.mask_rows.size()));
+    k.keep_raw = (k.edit_capacity > 0 || k.mask_capacity > 0) &&
+                 (batch.top_logprobs >= 0 || !batch.raw_logit_rows.empty());
     return k;
   }
 };

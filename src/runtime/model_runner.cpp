@@ -184,13 +184,12 @@ PassOutput ModelRunner::run_pass(const ForwardBatch& batch, const PassKind& kind
     if (!kind.sampled) return result;
     // The draw reads the edited logits; logprobs and raw rows the model's own.
     Tensor drawn_from = out;
-    if (kind.edit_capacity > 0) {
-      if (kind.keep_raw) {
-        drawn_from = ops.empty({out.rows(), out.cols()}, DType::F32);
-        ops.copy(out, drawn_from);
-      }
-      ops.edit_logits(drawn_from, ctx.logit_edits);
+    if (kind.keep_raw) {
+      drawn_from = ops.empty({out.rows(), out.cols()}, DType::F32);
+      ops.copy(out, drawn_from);
     }
+    if (kind.edit_capacity > 0) ops.edit_logits(drawn_from, ctx.logit_edits);
+    if (kind.mask_capacity > 0) ops.mask_logits(drawn_from, ctx.mask_rows, ctx.token_masks);
     result.ids = ops.empty({out.rows()}, DType::I32);
     ops.sample(drawn_from, ctx.sampling, result.ids);
     if (kind.top_logprobs >= 0) {

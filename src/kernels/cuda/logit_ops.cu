@@ -9,6 +9,7 @@
 #include "kernels/cuda/reduce.cuh"
 #include "ops/logit_edits.h"
 #include "ops/logprobs.h"
+#include "ops/token_masks.h"
 
 namespace strata::cuda {
 
@@ -22,6 +23,17 @@ __global__ void edit_logits_kernel(float* logits, int64_t stride, int64_t rows, 
   if (e.row < 0 || e.row >= rows || e.token < 0 || e.token >= vocab) return;
   float& x = logits[e.row * stride + e.token];
   x = e.apply(x);
+}
+
+// Grid (vocab chunks, masks): one thread per logit of a masked row.
+__global__ void mask_logits_kernel(float* logits, int64_t stride, int64_t rows, int64_t vocab,
+                                   const int32_t* mask_rows, const int32_t* masks) {
+  const int32_t r = mask_rows[blockIdx.y];
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (r < 0 || r >= rows || t >= vocab) return;
+  const uint32_t* m =
+      reinterpret_cast<const uint32_t*>(masks) + blockIdx.y * 2 * token_mask_words(vocab);
+  if (!((m[t / 32] >> (t % 32)) & 1u)) logits[r * stride + t] = -INFINITY;
 }
 
 constexpr int kLogprobThreads = 512;
@@ -72,6 +84,17 @@ void edit_logits(float* logits, int64_t stride, int64_t rows, int64_t vocab, con
   const int64_t blocks = (capacity + kThreads - 1) / kThreads;
   edit_logits_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       logits, stride, rows, vocab, edits, capacity);
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void mask_logits(float* logits, int64_t stride, int64_t rows, int64_t vocab,
+                 const int32_t* mask_rows, const int32_t* masks, int64_t n, cudaStream_t stream) {
+  if (n == 0 || rows == 0 || vocab == 0) return;
+  if (n > 65535) throw_error("mask_logits: more than 65535 masked rows in one launch");
+  constexpr int kThreads = 256;
+  const dim3 grid(static_cast<unsigned>((vocab + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(n));
+  mask_logits_kernel<<<grid, kThreads, 0, stream>>>(logits, stride, rows, vocab, mask_rows, masks);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 

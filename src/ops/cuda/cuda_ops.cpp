@@ -14,6 +14,7 @@
 #include "ops/logit_edits.h"
 #include "ops/logprobs.h"
 #include "ops/sampling.h"
+#include "ops/token_masks.h"
 
 namespace strata {
 
@@ -544,6 +545,18 @@ void CudaOps::edit_logits(Tensor& logits, const Tensor& edits) {
                "edit_logits of {} with {}", logits.describe(), edits.describe());
   cuda::edit_logits(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
                     edits.ptr<int32_t>(), edits.numel() / kLogitEditInts, stream_);
+}
+
+void CudaOps::mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) {
+  STRATA_CHECK_DEVICE(logits, "masked logits");
+  STRATA_CHECK_I32(rows, "masked rows");
+  STRATA_CHECK_I32(masks, "token masks");
+  STRATA_CHECK(logits.dtype() == DType::F32 &&
+                   masks.numel() == rows.numel() * 2 * token_mask_words(logits.cols()),
+               "token masks {} for rows {} of {}", masks.describe(), rows.describe(),
+               logits.describe());
+  cuda::mask_logits(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
+                    rows.ptr<int32_t>(), masks.ptr<int32_t>(), rows.numel(), stream_);
 }
 
 void CudaOps::logprobs(const Tensor& logits, const Tensor& ids, int top_n, Tensor& out) {

@@ -99,6 +99,7 @@ class CudaOps : public Ops {
   void argmax(const Tensor& logits, Tensor& ids) override;
   void sample(const Tensor& logits, const Tensor& rows, Tensor& ids) override;
   void edit_logits(Tensor& logits, const Tensor& edits) override;
+  void mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) override;
   void logprobs(const Tensor& logits, const Tensor& ids, int top_n, Tensor& out) override;
 
  private:

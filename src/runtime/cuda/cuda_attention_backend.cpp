@@ -119,7 +119,11 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   off_sampling_ = off_last_ + b;
   edit_capacity_ = logit_edit_capacity(batch.logit_edits.size());
   off_edits_ = off_sampling_ + static_cast<int64_t>(b) * kSamplingRowInts;
-  off_zero_ = off_edits_ + static_cast<int64_t>(edit_capacity_) * kLogitEditInts;
+  mask_capacity_ = token_mask_capacity(static_cast<int64_t>(batch.mask_rows.size()));
+  mask_ints_ = batch.token_mask_ints();
+  off_mask_rows_ = off_edits_ + static_cast<int64_t>(edit_capacity_) * kLogitEditInts;
+  off_masks_ = off_mask_rows_ + mask_capacity_;
+  off_zero_ = off_masks_ + mask_capacity_ * mask_ints_;
   off_shared_offsets_ = off_zero_ + b;
   off_shared_ = off_shared_offsets_ + b + 1;
   int64_t shared_total = 0;
@@ -151,6 +155,7 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   for (int i = 0; i < b; ++i) staging_[off_last_ + i] = offsets[i + 1] - 1;
   batch.pack_sampling(staging_ + off_sampling_);
   batch.pack_logit_edits(staging_ + off_edits_, edit_capacity_);
+  batch.pack_token_masks(staging_ + off_mask_rows_, staging_ + off_masks_, mask_capacity_);
   if (batch.mode == ForwardMode::Extend) {
     int32_t* shared = staging_ + off_shared_;
     staging_[off_shared_offsets_] = 0;

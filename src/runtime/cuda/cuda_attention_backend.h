@@ -53,6 +53,11 @@ class CudaAttentionBackend : public AttentionBackend {
     return ints(off_edits_, static_cast<int64_t>(edit_capacity_) * kLogitEditInts)
         .reshaped({edit_capacity_, kLogitEditInts});
   }
+  // Grammar-masked rows [capacity] int32 (-1: padding) and their masks [capacity, ints].
+  Tensor mask_rows() const { return ints(off_mask_rows_, mask_capacity_); }
+  Tensor token_masks() const {
+    return ints(off_masks_, mask_capacity_ * mask_ints_).reshaped({mask_capacity_, mask_ints_});
+  }
   // Clears the device request table (after reserve passes that wrote dummy rows).
   void reset_table();
 
@@ -90,6 +95,8 @@ class CudaAttentionBackend : public AttentionBackend {
           off_last_ = 0, off_sampling_ = 0, off_edits_ = 0, off_zero_ = 0, off_shared_offsets_ = 0,
           off_shared_ = 0;
   int edit_capacity_ = 0;  // logit edits staged (a power of two, or 0)
+  int64_t off_mask_rows_ = 0, off_masks_ = 0, mask_ints_ = 0;
+  int mask_capacity_ = 0;  // grammar-masked rows staged (a power of two, or 0)
   int max_shared_ = 0;     // longest prefix copied from the host table in this pass
   ForwardMode mode_ = ForwardMode::Extend;
   int batch_size_ = 0, num_tokens_ = 0, max_extend_ = 0, max_seq_len_ = 0;

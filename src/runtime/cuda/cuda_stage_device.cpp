@@ -217,6 +217,8 @@ class CudaStageDevice : public StageDevice {
     ctx.last_token_rows = attention_->last_token_rows();
     ctx.sampling = attention_->sampling_rows();
     ctx.logit_edits = attention_->logit_edits();
+    ctx.mask_rows = attention_->mask_rows();
+    ctx.token_masks = attention_->token_masks();
     ctx.attention = attention_.get();
     return pass(ctx);
   }
