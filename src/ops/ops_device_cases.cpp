@@ -55,6 +55,13 @@ double tol_for(DType out) {
 Activation acts[] = {Activation::Silu, Activation::Gelu, Activation::GeluTanh, Activation::Relu2};
 const char* act_names[] = {"silu", "gelu", "gelutanh", "relu2"};
 
+// The same floats element for element (-inf equal to -inf, which a tolerance cannot say).
+void expect_same_floats(const Outputs& cpu, const Outputs& cuda) {
+  ASSERT_EQ(cpu[0].numel(), cuda[0].numel());
+  for (int64_t i = 0; i < cpu[0].numel(); ++i)
+    ASSERT_EQ(cpu[0].data()[i], cuda[0].data()[i]) << "element " << i;
+}
+
 void add(std::vector<Case>& cases, std::string n, double tol,
          std::function<Outputs(Ops&, Rng&)> run) {
   Case c;
@@ -199,11 +206,7 @@ void memory_cases(std::vector<Case>& cases) {
       ops.edit_logits(view, ints(ops, packed, {capacity, kLogitEditInts}));
       return Outputs{get(ops, logits)};
     };
-    c.compare = [](const Outputs& cpu, const Outputs& cuda) {
-      ASSERT_EQ(cpu[0].numel(), cuda[0].numel());
-      for (int64_t i = 0; i < cpu[0].numel(); ++i)
-        ASSERT_EQ(cpu[0].data()[i], cuda[0].data()[i]) << "element " << i;  // -inf == -inf
-    };
+    c.compare = expect_same_floats;
     cases.push_back(std::move(c));
   }
   // Grammar masks: rows masked or not, padding entries, a vocabulary that is not a multiple of
@@ -228,11 +231,7 @@ void memory_cases(std::vector<Case>& cases) {
       ops.mask_logits(view, ints(ops, masked, {capacity}), ints(ops, masks, {capacity, width}));
       return Outputs{get(ops, logits)};
     };
-    c.compare = [](const Outputs& cpu, const Outputs& cuda) {
-      ASSERT_EQ(cpu[0].numel(), cuda[0].numel());
-      for (int64_t i = 0; i < cpu[0].numel(); ++i)
-        ASSERT_EQ(cpu[0].data()[i], cuda[0].data()[i]) << "element " << i;
-    };
+    c.compare = expect_same_floats;
     cases.push_back(std::move(c));
   }
   // Logprobs: the drawn token's and the top 20 with their ids, over rows full of ties (the
