@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # One command on the H200: the GPU tests, then the benchmarks of
 # docs/benchmarks-cuda.md. Logs and JSON results go to $OUT (default ./cuda-out).
-#   bench/cuda_device_run.sh [tests|bench|serving|deepseek|peer|profile|all] [output_len]
+#   bench/cuda_device_run.sh [tests|bench|serving|deepseek|hybrid|peer|profile|all] [output_len]
+# hybrid: Nemotron-3-Nano-30B-A3B's shape (NemotronH: Mamba2 + MoE + 6 attention layers), dummy
+# weights: decode at batch 1/8/64 (1024 in), prefill 8 x 4096, the Mamba2 kernels alone, and
+# Hugging Face transformers' NemotronHForCausalLM on the same GPU as the peer.
 # deepseek: DeepSeek-V2-Lite's shape (MLA, 576-wide latent cache; MoE), dummy weights: decode at
 # batch 1/8/64 (1024 in), prefill 1 x 4096, and the attention kernels alone on its latent.
 # profile: per-kernel GPU times of batch-64 decode steps under Nsight Compute.
@@ -29,7 +32,7 @@ mkdir -p "$(dirname "$binary_path")"
 tests_bin=$bin/strata_tests
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  timeout 300 "$tests_bin" --gtest_filter='Shapes/CudaBackendVsCpu*:DeviceKVPool*:*Cuda*:*OpsDevice*' \
+  timeout "${TESTS_TIMEOUT:-300}" "$tests_bin" --gtest_filter="${TESTS_FILTER:-Shapes/CudaBackendVsCpu*:DeviceKVPool*:*Cuda*:*OpsDevice*}" \
     >"$OUT/tests.log" 2>&1
   echo "gpu tests rc=$?"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[ cuda|Failure|error:|Expected|Which is|actual" "$OUT/tests.log" | head -80
@@ -91,6 +94,28 @@ if [ "$what" = deepseek ] || [ "$what" = all ]; then
   for shape in "1 1280" "64 1280" "64 4096"; do
     timeout 120 "$bin/strata_attention_bench" mla $shape | tee -a "$OUT/deepseek_attention.jsonl"
   done
+fi
+
+if [ "$what" = hybrid ] || [ "$what" = all ]; then
+  hy_config=bench/configs/nemotron-3-nano-30b-a3b
+  for b in 1 8 64; do
+    timeout 300 "$bin/strata" bench-one-batch --model $hy_config --load-format dummy --device cuda \
+      --batch-size $b --input-len 1024 --output-len "$output_len" --json |
+      tee -a "$OUT/hybrid_decode.jsonl"
+  done
+  timeout 300 "$bin/strata" bench-one-batch --model $hy_config --load-format dummy --device cuda \
+    --batch-size 8 --input-len 4096 --output-len 1 --json | tee -a "$OUT/hybrid_prefill.jsonl"
+  timeout 120 "$bin/strata_attention_bench" mamba 64 8 4096 | tee -a "$OUT/hybrid_kernels.jsonl"
+  # Served with prefix caching of the recurrent state (extra_buffer) against no cache.
+  timeout 300 python3 bench/hybrid_serve_check.py "$bin/strata" tests/data/models/nemotron_h \
+    --device cuda | tee -a "$OUT/hybrid_serve.jsonl"
+  # The peer: transformers' own NemotronH on the same GPU; which Mamba kernels it had.
+  python3 -c "import importlib.util as u; print({m: u.find_spec(m) is not None for m in ['mamba_ssm', 'causal_conv1d']})" \
+    | tee "$OUT/hybrid_peer_kernels.txt"
+  PYTHONUNBUFFERED=1 timeout "${HYBRID_PEER_TIMEOUT:-400}" python3 bench/hf_transformers_bench.py $hy_config \
+    --batch-size 1 8 64 --input-len 1024 --output-len "${HYBRID_PEER_OUTPUT_LEN:-32}" \
+    2>"$OUT/hybrid_peer.err" | tee "$OUT/hybrid_peer.jsonl"
+  tail -3 "$OUT/hybrid_peer.err"
 fi
 
 if [ "$what" = peer ] || [ "$what" = all ]; then

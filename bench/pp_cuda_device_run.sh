@@ -71,7 +71,7 @@ if ! grep -q output_ids "$OUT/smoke.log"; then
 fi
 
 echo "== GPU tests"
-timeout 240 "$bin/strata_tests" --gtest_filter='*PipelineCuda*:GpuAssignment*:PipelineFailures.GpuFlags*:CudaKernels*:Shapes/CudaBackendVsCpu*:DeviceKVPool*:Fixtures/DenseGoldenCuda*:-PipelineCudaFailures*' \
+timeout 240 "$bin/strata_tests" --gtest_filter='*PipelineCuda*:GpuAssignment*:PipelineFailures.GpuFlags*:CudaKernels*:Shapes/CudaBackendVsCpu*:DeviceKVPool*:*/GoldenCuda*:-PipelineCudaFailures*' \
   >"$OUT/gpu_tests.txt" 2>&1
 echo "gpu tests rc=$?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[ pp cuda|Failure|Expected|Which is|actual|error:" "$OUT/gpu_tests.txt" | head -60

@@ -18,33 +18,11 @@ namespace strata::test {
 
 namespace {
 
-namespace fs = std::filesystem;
-
-// nemotron_h_moe_hub_config vendors only its config.json (the published spelling:
-// hybrid_override_pattern, bare Infinity): its weights and reference are byte-identical to
-// nemotron_h_moe's, so the test assembles the directory from both.
-std::string hybrid_model_dir(const std::string& fixture) {
-  if (fixture != "nemotron_h_moe_hub_config") return fixture_dir(fixture);
-  static const std::string dir = [] {
-    const fs::path d = fs::path(scratch_dir()) / "nemotron_h_moe_hub_config";
-    fs::create_directories(d);
-    fs::copy_file(fixture_dir("nemotron_h_moe_hub_config") + "/config.json", d / "config.json");
-    for (const char* f : {"model.safetensors", "reference.safetensors"})  // linked, not copied
-      fs::create_symlink(fs::absolute(fixture_dir("nemotron_h_moe") + "/" + f), d / f);
-    return d.string();
-  }();
-  return dir;
-}
-
-std::string hybrid_reference_fixture(const std::string& fixture) {
-  return fixture == "nemotron_h_moe_hub_config" ? "nemotron_h_moe" : fixture;
-}
-
 class HybridGolden : public GoldenTest {
  protected:
-  std::string model_dir() const override { return hybrid_model_dir(GetParam().fixture); }
+  std::string model_dir() const override { return golden_model_dir(GetParam().fixture); }
   std::string reference_fixture() const override {
-    return hybrid_reference_fixture(GetParam().fixture);
+    return golden_reference_fixture(GetParam().fixture);
   }
 
   // Greedy ids must match exactly when the reference's choices are well separated; where the
@@ -197,13 +175,6 @@ TEST(HybridCli, StrategyAndStateCacheFlags) {
   std::string ids;
   for (int id : ref.input_ids[1]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
   std::string out, err;
-  // Hybrids, and so their cache strategies, run on the CPU backend only.
-  EXPECT_EQ(run_strata("generate" + model + " --input-ids " + ids +
-                           " --device cuda --mamba-radix-cache-strategy extra_buffer",
-                       &out, &err),
-            1);
-  EXPECT_NE(err.find("extra_buffer is not available on device cuda"), std::string::npos) << err;
-  EXPECT_NE(err.find("runs on [cpu]"), std::string::npos) << err;
   EXPECT_EQ(run_strata("generate" + model + " --input-ids " + ids +
                            " --mamba-radix-cache-strategy ring_buffer",
                        &out, &err),

@@ -1,5 +1,7 @@
 #include "golden_suite.h"
 
+#include <filesystem>
+
 namespace strata::test {
 
 // Tolerances: logits against transformers (f32 on both sides; different summation orders),
@@ -67,6 +69,26 @@ void GoldenTest::check_chunked_prefill_equals_whole() {
   const auto a = greedy(*runner_, ref_.input_ids, 6, false);
   const auto b = greedy(*runner_, ref_.input_ids, 6, false, 5);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].output_ids, b[i].output_ids) << i;
+}
+
+std::string golden_model_dir(const std::string& fixture) {
+  namespace fs = std::filesystem;
+  if (fixture != "nemotron_h_moe_hub_config") return fixture_dir(fixture);
+  static const std::string dir = [] {
+    const fs::path d = fs::path(scratch_dir()) / "nemotron_h_moe_hub_config";
+    fs::create_directories(d);
+    fs::copy_file(fixture_dir("nemotron_h_moe_hub_config") + "/config.json", d / "config.json",
+                  fs::copy_options::overwrite_existing);
+    for (const char* f : {"model.safetensors", "reference.safetensors"})  // linked, not copied
+      if (!fs::exists(d / f))
+        fs::create_symlink(fs::absolute(fixture_dir("nemotron_h_moe") + "/" + f), d / f);
+    return d.string();
+  }();
+  return dir;
+}
+
+std::string golden_reference_fixture(const std::string& fixture) {
+  return fixture == "nemotron_h_moe_hub_config" ? "nemotron_h_moe" : fixture;
 }
 
 }  // namespace strata::test

@@ -25,6 +25,13 @@ struct GoldenCase {
 
 std::string golden_case_name(const testing::TestParamInfo<GoldenCase>& info);
 
+// The model directory of a golden fixture, and the fixture whose reference it is compared to:
+// nemotron_h_moe_hub_config vendors only its config.json (the published spelling:
+// hybrid_override_pattern, bare Infinity); its weights and reference are nemotron_h_moe's, so
+// its directory is assembled from both.
+std::string golden_model_dir(const std::string& fixture);
+std::string golden_reference_fixture(const std::string& fixture);
+
 // Every fixture at page sizes 1 and 16.
 std::vector<GoldenCase> golden_cases(const std::vector<std::string>& fixtures);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "ops/ops.h"
 
 namespace strata {
 
@@ -20,8 +21,13 @@ DType parse_ssm_dtype(const std::string& name) {
   fail("--mamba-ssm-dtype '{}' is not supported: use float32 or bfloat16", name);
 }
 
-StatePool::StatePool(std::map<int, RecurrentStateLayout> layers, int num_slots, DType ssm_dtype)
-    : num_slots_(num_slots), ssm_dtype_(ssm_dtype), in_use_(num_slots, false) {
+StatePool::StatePool(std::map<int, RecurrentStateLayout> layers, int num_slots, DType ssm_dtype,
+                     Ops* ops)
+    : owned_ops_(ops ? nullptr : make_cpu_ops()),
+      ops_(ops ? ops : owned_ops_.get()),
+      num_slots_(num_slots),
+      ssm_dtype_(ssm_dtype),
+      in_use_(num_slots, false) {
   STRATA_CHECK(num_slots >= 1, "a state pool needs at least one slot, got {}", num_slots);
   STRATA_CHECK(ssm_dtype == DType::F32 || ssm_dtype == DType::BF16, "ssm dtype {}",
                dtype_name(ssm_dtype));
@@ -31,16 +37,25 @@ StatePool::StatePool(std::map<int, RecurrentStateLayout> layers, int num_slots, 
     index_[id] = static_cast<int>(layers_.size());
     LayerState s;
     s.layout = layout;
-    s.conv.assign(static_cast<size_t>(num_slots) * layout.conv_numel(), 0.0f);
-    const size_t ssm = static_cast<size_t>(num_slots) * layout.ssm_numel();
-    if (ssm_dtype == DType::F32)
-      s.ssm32.assign(ssm, 0.0f);
-    else
-      s.ssm16.assign(ssm, 0);
+    // A kind without one of the two states (a short conv has no SSM) leaves it empty.
+    if (layout.conv_numel() > 0)
+      s.conv = ops_->allocate({num_slots, layout.conv_numel()}, DType::F32);
+    if (layout.ssm_numel() > 0) s.ssm = ops_->allocate({num_slots, layout.ssm_numel()}, ssm_dtype);
     layers_.push_back(std::move(s));
   }
   // Hand out low slots first.
   for (int s = num_slots - 1; s >= 0; --s) free_.push_back(s);
+}
+
+StatePool::~StatePool() = default;
+
+size_t StatePool::bytes_for(const std::map<int, RecurrentStateLayout>& layers, int num_slots,
+                            DType ssm_dtype) {
+  size_t per_slot = 0;
+  for (const auto& [_, l] : layers)
+    per_slot += static_cast<size_t>(l.conv_numel()) * sizeof(float) +
+                static_cast<size_t>(l.ssm_numel()) * dtype_size(ssm_dtype);
+  return per_slot * static_cast<size_t>(std::max(num_slots, 0));
 }
 
 std::vector<int> StatePool::layer_ids() const {
@@ -94,10 +109,11 @@ void StatePool::copy(int from, int to) {
   check_slot(to);
   if (from == to) return;
   for (auto& l : layers_) {
-    const int64_t c = l.layout.conv_numel(), s = l.layout.ssm_numel();
-    std::copy_n(l.conv.begin() + from * c, c, l.conv.begin() + to * c);
-    if (!l.ssm32.empty()) std::copy_n(l.ssm32.begin() + from * s, s, l.ssm32.begin() + to * s);
-    if (!l.ssm16.empty()) std::copy_n(l.ssm16.begin() + from * s, s, l.ssm16.begin() + to * s);
+    for (Tensor* t : {&l.conv, &l.ssm}) {
+      if (t->empty()) continue;
+      Tensor dst = t->slice_rows(to, 1);
+      ops_->copy(t->slice_rows(from, 1), dst);
+    }
   }
 }
 
@@ -107,51 +123,46 @@ void StatePool::check_slot(int slot) const {
 }
 
 void StatePool::zero(int slot) {
-  for (auto& l : layers_) {
-    const int64_t c = l.layout.conv_numel(), s = l.layout.ssm_numel();
-    std::fill_n(l.conv.begin() + slot * c, c, 0.0f);
-    if (!l.ssm32.empty()) std::fill_n(l.ssm32.begin() + slot * s, s, 0.0f);
-    if (!l.ssm16.empty()) std::fill_n(l.ssm16.begin() + slot * s, s, uint16_t{0});
-  }
+  for (auto& l : layers_)
+    for (Tensor* t : {&l.conv, &l.ssm}) {
+      if (t->empty()) continue;
+      Tensor row = t->slice_rows(slot, 1);
+      ops_->fill(row, 0.0f);
+    }
 }
 
 float* StatePool::conv_state(int layer_id, int slot) {
   LayerState& l = at(layer_id);
   check_slot(slot);
-  return l.conv.data() + slot * l.layout.conv_numel();
-}
-
-float* StatePool::ssm_state_f32(int layer_id, int slot) {
-  LayerState& l = at(layer_id);
-  check_slot(slot);
-  return l.ssm32.empty() ? nullptr : l.ssm32.data() + slot * l.layout.ssm_numel();
+  STRATA_CHECK(l.conv.on_host(), "conv_state of a pool on {}", l.conv.device().str());
+  return l.conv.ptr<float>() + slot * l.layout.conv_numel();
 }
 
 void StatePool::read_ssm(int layer_id, int slot, float* out) const {
   const LayerState& l = at(layer_id);
   check_slot(slot);
+  STRATA_CHECK(l.ssm.on_host(), "read_ssm of a pool on {}", l.ssm.device().str());
   const int64_t n = l.layout.ssm_numel();
-  if (!l.ssm32.empty())
-    std::copy_n(l.ssm32.begin() + slot * n, n, out);
+  if (ssm_dtype_ == DType::F32)
+    std::copy_n(l.ssm.ptr<float>() + slot * n, n, out);
   else
-    convert_to_f32(DType::BF16, l.ssm16.data() + slot * n, out, n);
+    convert_to_f32(DType::BF16, l.ssm.ptr<uint16_t>() + slot * n, out, n);
 }
 
 void StatePool::write_ssm(int layer_id, int slot, const float* in) {
   LayerState& l = at(layer_id);
   check_slot(slot);
+  STRATA_CHECK(l.ssm.on_host(), "write_ssm of a pool on {}", l.ssm.device().str());
   const int64_t n = l.layout.ssm_numel();
-  if (!l.ssm32.empty())
-    std::copy_n(in, n, l.ssm32.begin() + slot * n);
+  if (ssm_dtype_ == DType::F32)
+    std::copy_n(in, n, l.ssm.ptr<float>() + slot * n);
   else
-    for (int64_t i = 0; i < n; ++i) l.ssm16[slot * n + i] = f32_to_bf16(in[i]);
+    for (int64_t i = 0; i < n; ++i) l.ssm.ptr<uint16_t>()[slot * n + i] = f32_to_bf16(in[i]);
 }
 
 size_t StatePool::bytes() const {
   size_t n = 0;
-  for (const auto& l : layers_)
-    n += l.conv.size() * sizeof(float) + l.ssm32.size() * sizeof(float) +
-         l.ssm16.size() * sizeof(uint16_t);
+  for (const auto& l : layers_) n += l.conv.bytes() + l.ssm.bytes();
   return n;
 }
 

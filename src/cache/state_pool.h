@@ -8,13 +8,17 @@
 // every running one untouched. With the prefix cache on, the radix tree also owns slots: state
 // snapshots of cached prefixes (RadixCache), which it frees when it evicts them.
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cache/state_layout.h"
 #include "core/dtype.h"
+#include "core/tensor.h"
 
 namespace strata {
+
+class Ops;
 
 // Parses --mamba-ssm-dtype: float32 (default) or bfloat16.
 DType parse_ssm_dtype(const std::string& name);
@@ -22,8 +26,14 @@ DType parse_ssm_dtype(const std::string& name);
 class StatePool {
  public:
   // `layers`: global layer id -> layout; `num_slots`: requests that can hold state at once.
-  StatePool(std::map<int, RecurrentStateLayout> layers, int num_slots,
-            DType ssm_dtype = DType::F32);
+  // The state lives where `ops` runs (allocated through it, persistent); without ops, on the
+  // host through a CPU ops instance the pool owns.
+  StatePool(std::map<int, RecurrentStateLayout> layers, int num_slots, DType ssm_dtype = DType::F32,
+            Ops* ops = nullptr);
+  ~StatePool();
+  // The memory such a pool takes: what the runner checks against the device's budget first.
+  static size_t bytes_for(const std::map<int, RecurrentStateLayout>& layers, int num_slots,
+                          DType ssm_dtype);
 
   bool holds(int layer_id) const { return index_.count(layer_id) > 0; }
   std::vector<int> layer_ids() const;
@@ -42,10 +52,14 @@ class StatePool {
   // prefix cache, or a cached snapshot into the slot of a request that resumes from it.
   void copy(int from, int to);
 
-  // Conv state of `slot` [conv_channels, conv_width], oldest input first. Always f32.
+  // What the recurrent ops read and update: every slot's conv state [num_slots, conv_numel]
+  // f32 (per slot [conv_channels, conv_width], oldest input first) and SSM state
+  // [num_slots, ssm_numel] in ssm_dtype(), on the pool's device.
+  Tensor& conv(int layer_id) { return at(layer_id).conv; }
+  Tensor& ssm(int layer_id) { return at(layer_id).ssm; }
+
+  // Host pools only (tests, inspection): one slot's conv state, and its SSM state in f32.
   float* conv_state(int layer_id, int slot);
-  // The SSM state in place when it is stored as f32; nullptr for other dtypes (use read/write).
-  float* ssm_state_f32(int layer_id, int slot);
   void read_ssm(int layer_id, int slot, float* out) const;
   void write_ssm(int layer_id, int slot, const float* in);
   size_t bytes() const;
@@ -53,15 +67,16 @@ class StatePool {
  private:
   struct LayerState {
     RecurrentStateLayout layout;
-    std::vector<float> conv;      // [num_slots, conv_numel]
-    std::vector<float> ssm32;     // [num_slots, ssm_numel] when f32
-    std::vector<uint16_t> ssm16;  // [num_slots, ssm_numel] when bf16
+    Tensor conv;  // [num_slots, conv_numel] f32
+    Tensor ssm;   // [num_slots, ssm_numel] in ssm_dtype_
   };
   LayerState& at(int layer_id);
   const LayerState& at(int layer_id) const;
   void check_slot(int slot) const;
   void zero(int slot);
 
+  std::unique_ptr<Ops> owned_ops_;  // a pool made without ops keeps its own CPU ops
+  Ops* ops_;
   int num_slots_;
   DType ssm_dtype_;
   std::map<int, int> index_;  // global layer id -> local index

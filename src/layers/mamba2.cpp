@@ -6,8 +6,6 @@
 
 #include "cache/state_pool.h"
 #include "core/error.h"
-#include "kernels/cpu/mamba.h"
-#include "kernels/cpu/ops.h"
 
 namespace strata {
 
@@ -60,16 +58,29 @@ Mamba2Mixer::Mamba2Mixer(ParamLoader& w, const std::string& prefix, const Mamba2
                           opt.proj_bias);
   out_proj_ = Linear::load(w, prefix + "." + opt.out_proj, I, opt.hidden_size, opt.out_proj_bias);
   // The checkpoint's conv weight is [conv_dim, 1, kernel]: one filter per channel.
-  Tensor conv = w.host(prefix + "." + opt.conv1d + ".weight", {conv_dim, 1, opt.conv_kernel});
-  conv_weight_ = Tensor({conv_dim, opt.conv_kernel});
-  std::memcpy(conv_weight_.data(), conv.data(), sizeof(float) * conv.numel());
-  if (opt.conv_bias) conv_bias_ = w.host(prefix + "." + opt.conv1d + ".bias", {conv_dim});
-  Tensor a_log = w.host(prefix + ".A_log", {H});
-  A_ = Tensor({H});
-  for (int64_t h = 0; h < H; ++h) A_.data()[h] = -std::exp(a_log.data()[h]);
-  D_ = w.host(prefix + ".D", {H});
-  dt_bias_ = w.host(prefix + ".dt_bias", {H});
-  if (opt.gated_norm) norm_weight_ = w.host(prefix + "." + opt.norm + ".weight", {I});
+  conv_weight_ =
+      w.upload(w.host(prefix + "." + opt.conv1d + ".weight", {conv_dim, 1, opt.conv_kernel})
+                   .reshaped({conv_dim, opt.conv_kernel}),
+               DType::F32);
+  if (opt.conv_bias) conv_bias_ = w.vector(prefix + "." + opt.conv1d + ".bias", conv_dim);
+  Tensor a = w.host(prefix + ".A_log", {H}).clone();  // the loaded tensor may map the file
+  for (int64_t h = 0; h < H; ++h) a.data()[h] = -std::exp(a.data()[h]);
+  ssm_.num_heads = opt.num_heads;
+  ssm_.head_dim = opt.head_dim;
+  ssm_.n_groups = opt.n_groups;
+  ssm_.state_size = opt.state_size;
+  ssm_.chunk_size = opt.chunk_size;
+  ssm_.dt_min = opt.dt_min;
+  ssm_.dt_max = opt.dt_max;
+  ssm_.A = w.upload(a, DType::F32);
+  ssm_.D = w.vector(prefix + ".D", H);
+  ssm_.dt_bias = w.vector(prefix + ".dt_bias", H);
+  if (opt.gated_norm) norm_weight_ = w.vector(prefix + "." + opt.norm + ".weight", I);
+  if (!opt.in_proj_scale.empty()) {
+    Tensor scale({opt.in_proj_width()});
+    std::copy(opt.in_proj_scale.begin(), opt.in_proj_scale.end(), scale.data());
+    in_proj_scale_ = w.upload(scale, DType::F32);
+  }
 }
 
 RecurrentStateLayout Mamba2Mixer::state_layout() const {
@@ -86,85 +97,41 @@ RecurrentStateLayout Mamba2Mixer::state_layout() const {
 Tensor Mamba2Mixer::forward(const Tensor& x, const ForwardBatch& batch, ForwardContext& ctx) const {
   STRATA_CHECK(ctx.recurrent_state != nullptr, "layer {} is Mamba2 but no state pool is set",
                opt_.layer_id);
-  // The scan and conv kernels exist on the CPU only so far; the capability table refuses
-  // hybrid models on other devices before anything loads.
-  STRATA_CHECK(ctx.ops->device().is_host(), "layer {}: Mamba2 runs on the CPU only", opt_.layer_id);
   Ops& ops = *ctx.ops;
   StatePool& pool = *ctx.recurrent_state;
   const RecurrentStateLayout& layout = pool.layout(opt_.layer_id);
   STRATA_CHECK(
       layout.conv_channels == opt_.conv_dim() && layout.ssm_numel() == state_layout().ssm_numel(),
       "layer {}: pool layout {}", opt_.layer_id, layout.describe());
-  const int64_t T = x.dim(0), I = opt_.intermediate(), H = opt_.num_heads,
-                width = opt_.in_proj_width();
+  STRATA_CHECK(ctx.state_seqs.rows() == batch.batch_size(), "{} state seqs for {} requests",
+               ctx.state_seqs.rows(), batch.batch_size());
+  const int64_t T = x.dim(0), I = opt_.intermediate(), conv_dim = opt_.conv_dim();
 
+  // [z | xBC | dt] = in_proj(x * input_scale) * in_proj_scale
   Tensor proj;
   if (opt_.input_scale != 1.0f) {
-    Tensor scaled = x.clone();
-    for (int64_t i = 0; i < scaled.numel(); ++i) scaled.data()[i] *= opt_.input_scale;
+    Tensor scaled = ops.empty({T, x.cols()}, x.dtype());
+    ops.copy(x, scaled);
+    ops.scale(scaled, opt_.input_scale);
     proj = in_proj_.forward(ops, scaled);
   } else {
     proj = in_proj_.forward(ops, x);
   }
-  if (!opt_.in_proj_scale.empty())
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t c = 0; c < width; ++c) proj.row(t)[c] *= opt_.in_proj_scale[c];
+  if (!in_proj_scale_.empty()) ops.scale_columns(proj, in_proj_scale_);
+  const Tensor z = proj.slice_cols(0, I);
+  const Tensor xbc_in = proj.slice_cols(I, conv_dim);
+  const Tensor dt = proj.slice_cols(I + conv_dim, opt_.num_heads);
 
-  // dt = clamp(softplus(dt + dt_bias)) for every token and head.
-  Tensor dt({T, H});
-  for (int64_t t = 0; t < T; ++t) {
-    const float* raw = proj.row(t) + I + opt_.conv_dim();
-    for (int64_t h = 0; h < H; ++h)
-      dt.row(t)[h] =
-          std::clamp(cpu::softplus(raw[h] + dt_bias_.data()[h]), opt_.dt_min, opt_.dt_max);
-  }
-
-  Tensor xbc({T, opt_.conv_dim()}), y({T, I});
-  std::vector<float> scratch;
-  const auto offsets = batch.token_offsets();
-  for (int b = 0; b < batch.batch_size(); ++b) {
-    const int begin = offsets[b], len = batch.extend_lens[b];
-    if (len == 0) continue;
-    const int slot = batch.state_slots.at(b);
-    // A request with nothing cached starts from the zero state, whatever the slot held before.
-    const bool fresh = batch.prefix_lens[b] == 0;
-    float* conv_state = pool.conv_state(opt_.layer_id, slot);
-    if (fresh) std::fill_n(conv_state, layout.conv_numel(), 0.0f);
-    cpu::causal_conv1d(proj.row(begin) + I, width, len, opt_.conv_dim(), conv_weight_.data(),
-                       opt_.conv_bias ? conv_bias_.data() : nullptr, opt_.conv_kernel, conv_state,
-                       xbc.row(begin), true);
-
-    float* ssm = pool.ssm_state_f32(opt_.layer_id, slot);
-    if (!ssm) {  // stored in a narrower dtype: scan in f32, store back rounded
-      scratch.resize(layout.ssm_numel());
-      pool.read_ssm(opt_.layer_id, slot, scratch.data());
-      ssm = scratch.data();
-    }
-    if (fresh) std::fill_n(ssm, layout.ssm_numel(), 0.0f);
-    cpu::SsmScanArgs args;
-    args.num_heads = opt_.num_heads;
-    args.head_dim = opt_.head_dim;
-    args.n_groups = opt_.n_groups;
-    args.state_size = opt_.state_size;
-    args.len = len;
-    args.x = xbc.row(begin);
-    args.B = args.x + I;
-    args.C = args.B + int64_t{opt_.n_groups} * opt_.state_size;
-    args.stride = opt_.conv_dim();
-    args.dt = dt.row(begin);
-    args.A = A_.data();
-    args.D = D_.data();
-    if (batch.mode == ForwardMode::Decode)
-      cpu::ssm_scan_sequential(args, ssm, y.row(begin));
-    else
-      cpu::ssm_scan_chunked(args, opt_.chunk_size, ssm, y.row(begin));
-    if (ssm == scratch.data()) pool.write_ssm(opt_.layer_id, slot, ssm);
-  }
-
-  cpu::gated_rms_norm(y.data(), proj.data(), width, T, static_cast<int>(I), opt_.norm_groups,
-                      opt_.gated_norm ? norm_weight_.data() : nullptr, opt_.norm_eps,
-                      opt_.norm_before_gate);
-  return out_proj_.forward(ops, y);
+  Tensor xbc = ops.empty({T, conv_dim});
+  ops.causal_conv1d(xbc_in, conv_weight_, opt_.conv_bias ? &conv_bias_ : nullptr, ctx.state_seqs,
+                    pool.conv(opt_.layer_id), xbc);
+  Tensor y = ops.empty({T, I});
+  ops.ssm_scan(xbc, dt, ssm_, ctx.state_seqs, batch.mode == ForwardMode::Decode,
+               pool.ssm(opt_.layer_id), y);
+  Tensor normed = ops.empty_activation({T, I});
+  ops.gated_rms_norm(y, z, opt_.gated_norm ? &norm_weight_ : nullptr, opt_.norm_groups,
+                     opt_.norm_eps, opt_.norm_before_gate, normed);
+  return out_proj_.forward(ops, normed);
 }
 
 }  // namespace strata

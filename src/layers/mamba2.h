@@ -7,6 +7,7 @@
 //   out = out_proj(gated_rms_norm(y, z))               (RMS over n_groups groups, or only the gate)
 // Prefill runs the SSD chunked scan (chunk_size from the config) from the request's cached
 // state; decode runs the one-step recurrence. State lives in the StatePool of ForwardContext.
+// Written once for every device: each step is an op (ops/ops.h), batched over the pass.
 #include <limits>
 #include <string>
 #include <vector>
@@ -63,9 +64,11 @@ class Mamba2Mixer {
  private:
   Mamba2Options opt_;
   Linear in_proj_, out_proj_;
+  // Everything f32 on the stage's device.
   Tensor conv_weight_, conv_bias_;  // [conv_dim, kernel], [conv_dim]
-  Tensor A_, D_, dt_bias_;          // [heads]; A = -exp(A_log)
+  SsmParams ssm_;                   // A = -exp(A_log), D, dt_bias [heads] and the shape
   Tensor norm_weight_;              // [intermediate] when gated_norm
+  Tensor in_proj_scale_;            // [in_proj_width] when the options have multipliers
 };
 
 }  // namespace strata

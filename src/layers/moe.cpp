@@ -30,7 +30,10 @@ MoELayer::MoELayer(ParamLoader& w, const std::string& prefix, const MoEOptions& 
   opt.router.validate();
   const int e = opt.router.num_experts;
   const ExpertMlpSpec& x = opt.expert;
-  router_ = Linear::load(w, prefix + "." + opt.router_gate, opt.hidden_size, e, false);
+  // The router in f32 on every device, as transformers computes it (NemotronH's and
+  // DeepSeek-V3's routers cast to f32): in bf16, near-tied expert scores flip.
+  router_ = Linear::from_tensors(
+      w.matrix_f32(prefix + "." + opt.router_gate + ".weight", e, opt.hidden_size));
   if (opt.router.correction_bias) bias_ = w.vector(prefix + "." + opt.correction_bias, e);
   // The routed experts stacked, so that one op runs all of them over tokens grouped by expert.
   experts_.num_experts = e;

@@ -36,6 +36,7 @@ struct ForwardContext {
   Tensor logit_edits;      // [capacity, kLogitEditInts] int32: packed LogitEdit, padded
   Tensor mask_rows;        // [capacity] int32: rows under a grammar (-1: padding)
   Tensor token_masks;      // [capacity, 2 x token_mask_words(vocab)] int32: their masks
+  Tensor state_seqs;       // [B, kStateSeqInts] int32: recurrent layers' requests (ops.h)
   AttentionBackend* attention = nullptr;
   StatePool* recurrent_state = nullptr;  // per-request state of recurrent layers (hybrid models)
 };

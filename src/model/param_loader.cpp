@@ -47,6 +47,16 @@ Tensor ParamLoader::matrix(const std::string& name, int64_t rows, int64_t cols) 
   return upload_matrix(source_.load(name, {rows, cols}));
 }
 
+Tensor ParamLoader::matrix_f32(const std::string& name, int64_t rows, int64_t cols) {
+  if (dummy_) {
+    Tensor out = ops_.allocate({rows, cols}, DType::F32);
+    ops_.fill_dummy(out, dummy_stream(seed_, name), kDummyStddev);
+    bytes_ += out.bytes();
+    return out;
+  }
+  return upload(source_.load(name, {rows, cols}), DType::F32);
+}
+
 Tensor ParamLoader::vector(const std::string& name, int64_t n) {
   return upload(source_.load(name, {n}), DType::F32);
 }

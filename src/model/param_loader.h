@@ -27,6 +27,9 @@ class ParamLoader {
                 const std::vector<int64_t>& outs);
   // One matrix tensor by its full name (an embedding table, an expert's projection).
   Tensor matrix(const std::string& name, int64_t rows, int64_t cols);
+  // One matrix kept in f32 on every device (MoE routers: the references compute them in f32,
+  // and a bf16 router flips near-tied expert choices).
+  Tensor matrix_f32(const std::string& name, int64_t rows, int64_t cols);
   // `name` [n] as f32 on the device.
   Tensor vector(const std::string& name, int64_t n);
   // `prefix.bias` of each prefix, stacked; an empty tensor when `present` is false.

@@ -10,6 +10,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/routing_rope.h"
+#include "ops/cpu_recurrent_ops.h"
 #include "ops/logit_edits.h"
 #include "ops/logprobs.h"
 #include "ops/ops.h"
@@ -76,13 +77,28 @@ class CpuOps : public Ops {
   }
   Tensor to_host(const Tensor& t) override { return contiguous(t); }
   void copy(const Tensor& src, Tensor& dst) override {
-    check_host_f32(src, "copy");
-    check_host_f32(dst, "copy");
     STRATA_CHECK(src.rows() == dst.rows() && src.cols() == dst.cols(), "copy {} -> {}",
                  src.describe(), dst.describe());
+    if (src.dtype() != DType::F32 && src.dtype() == dst.dtype() && src.on_host() && dst.on_host()) {
+      // Same-dtype rows (a bf16 recurrent state between pool slots): bytes as they are.
+      const size_t row_bytes = static_cast<size_t>(src.cols()) * dtype_size(src.dtype());
+      for (int64_t r = 0; r < src.rows(); ++r)
+        std::memmove(
+            static_cast<char*>(dst.raw()) + r * dst.row_stride() * dtype_size(dst.dtype()),
+            static_cast<const char*>(src.raw()) + r * src.row_stride() * dtype_size(src.dtype()),
+            row_bytes);
+      return;
+    }
+    check_host_f32(src, "copy");
+    check_host_f32(dst, "copy");
     write_rows(contiguous(src), dst);
   }
   void fill(Tensor& t, float value) override {
+    if (t.dtype() == DType::BF16 && t.on_host()) {  // a bf16 recurrent state being zeroed
+      for (int64_t r = 0; r < t.rows(); ++r)
+        std::fill_n(t.ptr<uint16_t>() + r * t.row_stride(), t.cols(), f32_to_bf16(value));
+      return;
+    }
     check_host_f32(t, "fill");
     for (int64_t r = 0; r < t.rows(); ++r)
       std::fill_n(t.ptr<float>() + r * t.row_stride(), t.cols(), value);
@@ -172,6 +188,30 @@ class CpuOps : public Ops {
       float* p = x.ptr<float>() + r * x.row_stride();
       for (int64_t i = 0; i < x.cols(); ++i) p[i] *= s;
     }
+  }
+
+  void scale_columns(Tensor& x, const Tensor& scale) override {
+    check_host_f32(x, "scale_columns");
+    check_host_f32(scale, "scale_columns multipliers");
+    STRATA_CHECK(scale.numel() == x.cols(), "scale_columns {} by {}", x.describe(),
+                 scale.describe());
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      float* p = x.ptr<float>() + r * x.row_stride();
+      for (int64_t i = 0; i < x.cols(); ++i) p[i] *= scale.ptr<float>()[i];
+    }
+  }
+
+  void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& seqs,
+                     Tensor& conv_states, Tensor& out) override {
+    cpu_ops::causal_conv1d(x, weight, bias, seqs, conv_states, out);
+  }
+  void ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, const Tensor& seqs,
+                bool decode, Tensor& states, Tensor& y) override {
+    cpu_ops::ssm_scan(xbc, dt, p, seqs, decode, states, y);
+  }
+  void gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups, float eps,
+                      bool norm_before_gate, Tensor& out) override {
+    cpu_ops::gated_rms_norm(y, z, weight, groups, eps, norm_before_gate, out);
   }
 
   void gated_activation(const Tensor& gate_up, Activation act, Tensor& out) override {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/state_seqs.h"
 
 namespace strata {
 
@@ -64,6 +65,17 @@ struct ExpertWeights {
   Tensor w_in;          // [E * (gated ? 2 : 1) * I, H]
   Tensor w_down;        // [E * H, I]
   Tensor b_in, b_down;  // optional biases, [E * in_rows] and [E * H]
+};
+
+// The SSM of one Mamba2 layer (layers/mamba2.h): heads of head_dim channels, n_groups groups
+// of B and C of state_size each; dt = clamp(softplus(dt_raw + dt_bias), dt_min, dt_max).
+struct SsmParams {
+  int num_heads = 0, head_dim = 0, n_groups = 1, state_size = 0;
+  int chunk_size = 256;  // prefill's SSD chunk length
+  float dt_min = 0.0f, dt_max = 0.0f;
+  Tensor A;        // [heads] f32, -exp(A_log)
+  Tensor D;        // [heads] f32, the skip connection
+  Tensor dt_bias;  // [heads] f32
 };
 
 class Ops {
@@ -135,6 +147,28 @@ class Ops {
   // out [T, H] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]): tokens grouped by expert.
   virtual void experts(const ExpertWeights& w, const Tensor& x, const Tensor& ids,
                        const Tensor& weights, Tensor& out) = 0;
+
+  // x[r, c] *= scale[c]: per-column multipliers (Falcon-H1's muP in_proj multipliers).
+  virtual void scale_columns(Tensor& x, const Tensor& scale) = 0;
+
+  // ---- recurrent layers (Mamba2; layers/mamba2.h has the math, kernels/cpu/mamba.h the
+  // reference). Each takes the pass's seqs [B, kStateSeqInts] (ops/state_seqs.h) and the pool's
+  // state tensors, one row per slot, and serves every request of the pass at once. out [T, C] f32 =
+  // silu(bias + causal depthwise conv of x [T, C] (strided) with weight [C, K] f32); conv_states
+  // [slots, C * (K - 1)] f32 hold each slot's last K-1 inputs (oldest first) and are updated.
+  virtual void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                             const Tensor& seqs, Tensor& conv_states, Tensor& out) = 0;
+  // The selective scan of xbc [T, heads*head_dim + 2*groups*state_size] (x | B | C, strided)
+  // with raw dt [T, heads] (strided): y [T, heads*head_dim] f32 = scan + D x, from and into
+  // states [slots, heads*head_dim*state_size] (f32 or bf16). Decode runs the one-step
+  // recurrence; otherwise the SSD chunked form by chunks of p.chunk_size.
+  virtual void ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, const Tensor& seqs,
+                        bool decode, Tensor& states, Tensor& y) = 0;
+  // out [rows, width] (activation dtype) = the Mamba2 output norm of y [rows, width] f32 gated
+  // by z (strided): norm_before_gate ? norm(y) * silu(z) : norm(y * silu(z)), RMS over `groups`
+  // equal column groups times weight [width]; weight null: the gate only.
+  virtual void gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups,
+                              float eps, bool norm_before_gate, Tensor& out) = 0;
 
   // ---- sampling
   // ids[r] = argmax logits[r] (the first maximum), int32.

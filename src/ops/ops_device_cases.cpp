@@ -540,6 +540,7 @@ std::vector<Case> all_cases() {
   norm_act_cases(cases);
   rope_cases(cases);
   moe_cases(cases);
+  recurrent_cases(cases);
   return cases;
 }
 

@@ -39,6 +39,8 @@ struct Case {
 };
 
 std::vector<Case> all_cases();
+// The recurrent-layer ops' cases (ops_recurrent_cases.cpp), part of all_cases().
+void recurrent_cases(std::vector<Case>& cases);
 
 // gtest prints a failing parameter by its name.
 inline void PrintTo(const Case& c, std::ostream* os) {

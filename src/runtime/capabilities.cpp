@@ -24,21 +24,21 @@ std::vector<const CapabilityRow*> rows_of(const std::string& feature) {
 
 const std::vector<CapabilityRow>& capability_table() {
   // Recurrent-state prefix caching (src/runtime/scheduler.cpp, src/cache/radix_cache.cpp).
-  // Hybrid models run on the CPU backend only; the CUDA executor is dense-only, so neither
-  // strategy runs there yet. no_buffer comes first: `auto` picks it, as SGLang does.
+  // The snapshots are StatePool::copy between slots, queued on the device that holds the
+  // pool, so both strategies run wherever the recurrent ops do. no_buffer comes first: `auto`
+  // picks it, as SGLang does.
   static const std::vector<CapabilityRow> kTable = {
       {"mamba_radix_cache_strategy",
        "--mamba-radix-cache-strategy",
        "no_buffer",
-       {"cpu"},
-       "state snapshots where prompts and requests end, copied between state-pool slots by "
-       "the scheduler's CPU path"},
+       {"cpu", "cuda"},
+       "state snapshots where prompts and requests end, copied between state-pool slots"},
       {"mamba_radix_cache_strategy",
        "--mamba-radix-cache-strategy",
        "extra_buffer",
-       {"cpu"},
+       {"cpu", "cuda"},
        "state snapshots every --mamba-track-interval prompt tokens besides no_buffer's, where "
-       "the scheduler cuts prefill chunks, copied between state-pool slots by its CPU path"},
+       "the scheduler cuts prefill chunks, copied between state-pool slots"},
   };
   return kTable;
 }

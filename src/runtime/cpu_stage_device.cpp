@@ -45,6 +45,8 @@ class CpuStageDevice : public StageDevice {
     for (int b = 0; b < batch.batch_size(); ++b) last_rows_[b] = offsets[b + 1] - 1;
     sampling_.resize(static_cast<size_t>(batch.batch_size()) * kSamplingRowInts);
     batch.pack_sampling(sampling_.data());
+    state_seqs_.resize(static_cast<size_t>(batch.batch_size()) * kStateSeqInts);
+    batch.pack_state_seqs(state_seqs_.data());
     edit_capacity_ = logit_edit_capacity(batch.logit_edits.size());
     edits_.resize(static_cast<size_t>(edit_capacity_) * kLogitEditInts);
     batch.pack_logit_edits(edits_.data(), edit_capacity_);
@@ -69,6 +71,8 @@ class CpuStageDevice : public StageDevice {
     ctx.mask_rows = Tensor::view(mask_rows_.data(), {mask_capacity_}, DType::I32, Device::host());
     ctx.token_masks =
         Tensor::view(masks_.data(), {mask_capacity_, mask_ints_}, DType::I32, Device::host());
+    ctx.state_seqs = Tensor::view(state_seqs_.data(), {batch.batch_size(), kStateSeqInts},
+                                  DType::I32, Device::host());
     ctx.attention = attention_.get();
     return pass(ctx);
   }
@@ -96,8 +100,9 @@ class CpuStageDevice : public StageDevice {
   std::unique_ptr<AttentionBackend> attention_;
   const ForwardBatch* batch_ = nullptr;
   std::vector<int32_t> last_rows_;
-  std::vector<int32_t> sampling_;  // packed SamplingRow per request
-  std::vector<int32_t> edits_;     // packed LogitEdit, padded to edit_capacity_
+  std::vector<int32_t> sampling_;    // packed SamplingRow per request
+  std::vector<int32_t> state_seqs_;  // the recurrent layers' view of the pass
+  std::vector<int32_t> edits_;       // packed LogitEdit, padded to edit_capacity_
   int edit_capacity_ = 0;
   std::vector<int32_t> mask_rows_, masks_;  // grammar-masked rows and their masks, padded
   int mask_capacity_ = 0;

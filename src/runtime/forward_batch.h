@@ -8,6 +8,7 @@
 
 #include "ops/logit_edits.h"
 #include "ops/sampling.h"
+#include "ops/state_seqs.h"
 #include "ops/token_masks.h"
 
 namespace strata {
@@ -75,6 +76,17 @@ struct ForwardBatch {
         m[2 * j] = static_cast<int32_t>(static_cast<uint32_t>(w[j]));
         m[2 * j + 1] = static_cast<int32_t>(static_cast<uint32_t>(w[j] >> 32));
       }
+    }
+  }
+  // The recurrent layers' seqs, kStateSeqInts int32 per request (ops/state_seqs.h); slot -1
+  // for models without recurrent layers (no op reads them then).
+  void pack_state_seqs(int32_t* out) const {
+    const std::vector<int> off = token_offsets();
+    for (int b = 0; b < batch_size(); ++b, out += kStateSeqInts) {
+      out[0] = off[b];
+      out[1] = extend_lens[b];
+      out[2] = state_slots.empty() ? -1 : state_slots[b];
+      out[3] = prefix_lens[b] > 0 ? 1 : 0;
     }
   }
   // batch.sampling as kSamplingRowInts int32 per request (greedy rows when it is empty).

@@ -138,6 +138,27 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
                    unused.size(), unused.front().c_str());
   }
 
+  // The recurrent-state pool first: its size is fixed by --max-mamba-cache-size, and the KV
+  // pool takes what the memory budget leaves after it.
+  const auto states = model_->state_layouts();
+  if (!states.empty()) {
+    const DType ssm_dtype = parse_ssm_dtype(options.mamba_ssm_dtype);
+    const int state_slots = options.mamba_state_slots();
+    const size_t need = StatePool::bytes_for(states, state_slots, ssm_dtype);
+    const double budget = device_->cache_budget_bytes();
+    if (budget >= 0 && static_cast<double>(need) > budget)
+      fail(
+          "the recurrent-state cache of {} slots ({} layers, ssm {}) needs {:.2f} GiB but "
+          "--mem-fraction-static {} leaves {:.2f} GiB after the weights; lower "
+          "--max-mamba-cache-size (at most {}), use --mamba-ssm-dtype bfloat16, or raise "
+          "--mem-fraction-static",
+          state_slots, states.size(), dtype_name(ssm_dtype), need / double(1 << 30),
+          options.mem_fraction_static, std::max(budget, 0.0) / double(1 << 30),
+          static_cast<int64_t>(std::max(budget, 0.0) /
+                               std::max<double>(1.0, StatePool::bytes_for(states, 1, ssm_dtype))));
+    state_pool_ = std::make_unique<StatePool>(states, state_slots, ssm_dtype, &device_->ops());
+  }
+
   const auto layouts = model_->kv_layouts();
   const int64_t natural_slots = std::min<int64_t>(
       int64_t{options.max_running_requests} * max_context_len_, kDefaultMaxTotalTokens);
@@ -145,11 +166,6 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
   memory_ = std::make_unique<TokenMemory>(options.max_running_requests, max_context_len_, slots,
                                           options.page_size);
   device_->attach(layouts, *memory_);
-  const auto states = model_->state_layouts();
-  if (!states.empty()) {
-    state_pool_ = std::make_unique<StatePool>(states, options.mamba_state_slots(),
-                                              parse_ssm_dtype(options.mamba_ssm_dtype));
-  }
   mamba_strategy_ = options.resolved_mamba_strategy();
 }
 

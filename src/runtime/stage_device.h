@@ -40,6 +40,9 @@ class StageDevice {
   // as the device's memory budget allows, at most `cap`). Fails when `requested` does not fit.
   virtual int64_t plan_kv_slots(const std::map<int, KVLayerLayout>& layouts, int64_t requested,
                                 int64_t cap) = 0;
+  // Bytes the stage may still take for its caches under --mem-fraction-static (what
+  // plan_kv_slots sizes the KV pool from); negative: no fixed budget (host memory).
+  virtual double cache_budget_bytes() { return -1.0; }
   // Builds the KV pool for `layouts` (none when empty) and the attention backend over it.
   virtual void attach(const std::map<int, KVLayerLayout>& layouts, TokenMemory& memory) = 0;
   virtual AttentionBackend* attention() = 0;

@@ -1,5 +1,6 @@
-// strata_attention_bench: the split-KV decode attention kernel alone, and the GPU's copy
-// bandwidth (the ceiling it is judged against), in one run. Prints one JSON object per line.
+// strata_attention_bench: the split-KV decode attention kernel alone (or the Mamba2 kernels),
+// and the GPU's copy bandwidth (the ceiling it is judged against), in one run. Prints one JSON
+// object per line.
 //   strata_attention_bench [batch=64] [context=4096] [q_heads=32] [kv_heads=8] [head_dim=128]
 //                          [v_head_dim=head_dim] [v_in_k=0]
 //   strata_attention_bench mla [batch=64] [context=4096]
@@ -7,6 +8,10 @@
 // 512 columns are the value, v_in_k) — the same as `B C 16 1 576 512 1`. With v_in_k the
 // value is read out of the key row, so the bytes counted are the key rows' only. The MLA runs
 // also time one extend (prefill of `context` tokens for one request) on the same cache.
+//   strata_attention_bench mamba [batch=64] [prefill_batch=8] [prefill_len=4096]
+// `mamba`: Nemotron-3-Nano-30B-A3B's Mamba2 layer (64 heads of 64, 8 groups, state 128, chunk
+// 128, f32 state): the one-step state update of `batch` requests, whose floor is reading and
+// writing their states, and the SSD chunked scan of `prefill_batch` x `prefill_len` tokens.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -16,7 +21,9 @@
 #include "core/error.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/mamba.h"
 #include "kernels/cuda/tensor_ops.h"
+#include "ops/state_seqs.h"
 
 namespace {
 
@@ -43,17 +50,8 @@ double median_ms(Fn fn, int warmup, int iters) {
   return t[t.size() / 2];
 }
 
-int run(int argc, char** argv) {
-  const bool mla = argc > 1 && std::string(argv[1]) == "mla";
-  if (mla) --argc, ++argv;
-  auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
-  const int batch = arg(1, 64), context = arg(2, 4096), hq = mla ? 16 : arg(3, 32),
-            hkv = mla ? 1 : arg(4, 8), d = mla ? 576 : arg(5, 128), dv = mla ? 512 : arg(6, d);
-  const bool v_in_k = mla || arg(7, 0) != 0;
-  if (v_in_k && (dv > d || hkv != 1))
-    throw strata::Error("v_in_k needs v_head_dim <= head_dim and one KV head");
-
-  // Copy bandwidth: a 4 GiB device-to-device copy, bytes read plus bytes written.
+double copy_bandwidth_gbs() {
+  // A 4 GiB device-to-device copy, bytes read plus bytes written.
   const size_t copy_bytes = size_t(4) << 30;
   DeviceBuffer src(copy_bytes), dst(copy_bytes);
   STRATA_CUDA_CHECK(cudaMemset(src.data(), 1, copy_bytes));
@@ -63,7 +61,77 @@ int run(int argc, char** argv) {
             cudaMemcpyAsync(dst.data(), src.data(), copy_bytes, cudaMemcpyDeviceToDevice));
       },
       3, 20);
-  const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
+  return 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
+}
+
+int run_mamba(int argc, char** argv) {
+  auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
+  const int batch = arg(1, 64), prefill_batch = arg(2, 8), prefill_len = arg(3, 4096);
+  SsmShape sh;
+  sh.num_heads = 64, sh.head_dim = 64, sh.n_groups = 8, sh.state_size = 128, sh.chunk_size = 128;
+  sh.dt_min = 0.0f, sh.dt_max = 1e30f;
+  const int64_t inner = int64_t(sh.num_heads) * sh.head_dim,
+                width = inner + 2 * int64_t(sh.n_groups) * sh.state_size,
+                state = inner * sh.state_size;
+  const double copy_gbs = copy_bandwidth_gbs();
+  const int requests = std::max(batch, prefill_batch);
+  const int64_t tokens = std::max<int64_t>(batch, int64_t(prefill_batch) * prefill_len);
+  DeviceBuffer xbc(tokens * width * 4), dt(tokens * sh.num_heads * 4), y(tokens * inner * 4),
+      states(requests * state * 4), params(3 * sh.num_heads * 4);
+  fill_dummy(xbc.data(), strata::DType::F32, tokens * width, 1, 0.5f, nullptr);
+  fill_dummy(dt.data(), strata::DType::F32, tokens * sh.num_heads, 2, 1.0f, nullptr);
+  fill_dummy(states.data(), strata::DType::F32, requests * state, 3, 0.1f, nullptr);
+  std::vector<float> p(3 * sh.num_heads);
+  for (int h = 0; h < sh.num_heads; ++h) p[h] = -1.0f - h % 8, p[sh.num_heads + h] = 1.0f;
+  STRATA_CUDA_CHECK(cudaMemcpy(params.data(), p.data(), p.size() * 4, cudaMemcpyHostToDevice));
+  const float* A = params.as<float>();
+  auto seqs_for = [](int n, int len) {
+    std::vector<int32_t> s;
+    for (int b = 0; b < n; ++b) s.insert(s.end(), {b * len, len, b, 1});
+    return to_device(s);
+  };
+  DeviceBuffer decode_seqs = seqs_for(batch, 1),
+               prefill_seqs = seqs_for(prefill_batch, prefill_len);
+  auto scan = [&](const DeviceBuffer& seqs, int n, bool decode) {
+    ssm_scan(xbc.as<float>(), width, dt.as<float>(), sh.num_heads, A, A + sh.num_heads,
+             A + 2 * sh.num_heads, sh, seqs.as<int32_t>(), n, decode, states.data(),
+             strata::DType::F32, y.as<float>(), nullptr);
+  };
+  const double step_ms = median_ms([&] { scan(decode_seqs, batch, true); }, 5, 50);
+  const double step_bytes = double(batch) * (2.0 * state + width + inner) * 4;
+  std::printf(
+      "{\"kernel\": \"mamba2_state_update\", \"batch\": %d, \"heads\": %d, \"head_dim\": %d, "
+      "\"groups\": %d, \"state_size\": %d, \"bytes\": %.0f, \"median_ms\": %.4f, "
+      "\"achieved_GBps\": %.1f, \"copy_GBps\": %.1f, \"fraction_of_copy\": %.3f}\n",
+      batch, sh.num_heads, sh.head_dim, sh.n_groups, sh.state_size, step_bytes, step_ms,
+      step_bytes / (step_ms * 1e-3) / 1e9, copy_gbs,
+      step_bytes / (step_ms * 1e-3) / 1e9 / copy_gbs);
+  const double scan_ms = median_ms([&] { scan(prefill_seqs, prefill_batch, false); }, 1, 5);
+  const double scan_tokens = double(prefill_batch) * prefill_len;
+  const double scan_bytes =
+      scan_tokens * (width + sh.num_heads + inner) * 4 + 2.0 * prefill_batch * state * 4;
+  std::printf(
+      "{\"kernel\": \"mamba2_chunked_scan\", \"requests\": %d, \"tokens_per_request\": %d, "
+      "\"chunk_size\": %d, \"bytes\": %.0f, \"median_ms\": %.3f, \"tokens_per_s\": %.0f, "
+      "\"achieved_GBps\": %.1f, \"fraction_of_copy\": %.3f}\n",
+      prefill_batch, prefill_len, sh.chunk_size, scan_bytes, scan_ms,
+      scan_tokens / (scan_ms * 1e-3), scan_bytes / (scan_ms * 1e-3) / 1e9,
+      scan_bytes / (scan_ms * 1e-3) / 1e9 / copy_gbs);
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "mamba") return run_mamba(argc - 1, argv + 1);
+  const bool mla = argc > 1 && std::string(argv[1]) == "mla";
+  if (mla) --argc, ++argv;
+  auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
+  const int batch = arg(1, 64), context = arg(2, 4096), hq = mla ? 16 : arg(3, 32),
+            hkv = mla ? 1 : arg(4, 8), d = mla ? 576 : arg(5, 128), dv = mla ? 512 : arg(6, d);
+  const bool v_in_k = mla || arg(7, 0) != 0;
+  if (v_in_k && (dv > d || hkv != 1))
+    throw strata::Error("v_in_k needs v_head_dim <= head_dim and one KV head");
+
+  const double copy_gbs = copy_bandwidth_gbs();
 
   // A paged cache holding every request's keys, one page-16 block after another.
   const int64_t slots = int64_t(batch) * context + 1;

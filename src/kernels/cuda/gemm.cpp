@@ -36,6 +36,16 @@ void Blas::gemm(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w,
       y_bf16 ? CUDA_R_16BF : CUDA_R_32F, dim(ldy, "ldy"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+void Blas::gemm_f32(const float* x, int64_t ldx, int64_t m, int64_t k, const float* w, int64_t ldw,
+                    int64_t n, float* y, int64_t ldy, float beta) const {
+  if (m == 0 || n == 0) return;
+  const float alpha = 1.0f;
+  STRATA_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, dim(n, "n"), dim(m, "m"),
+                                   dim(k, "k"), &alpha, w, CUDA_R_32F, dim(ldw, "ldw"), x,
+                                   CUDA_R_32F, dim(ldx, "ldx"), &beta, y, CUDA_R_32F,
+                                   dim(ldy, "ldy"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 void Blas::gemm_batched(const bf16* x, int64_t ldx, int64_t stride_x, int64_t m, int64_t k,
                         const bf16* w, int64_t ldw, int64_t stride_w, int64_t n, void* y,
                         bool y_bf16, int64_t ldy, int64_t stride_y, int batch) const {

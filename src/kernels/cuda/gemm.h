@@ -1,5 +1,6 @@
 #pragma once
-// bf16 GEMMs through cuBLAS with f32 accumulation, in the nn.Linear layout.
+// bf16 GEMMs through cuBLAS with f32 accumulation, in the nn.Linear layout; and an f32 one for
+// the small matrices kept in f32 (MoE routers, as the references compute them).
 #include <cublas_v2.h>
 
 #include <cstdint>
@@ -20,6 +21,9 @@ class Blas {
   // place; y is f32 or bf16 (`y_bf16`), accumulation f32 either way.
   void gemm(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t ldw, int64_t n,
             void* y, bool y_bf16, int64_t ldy, float beta) const;
+  // The same in f32 throughout (no TF32: CUBLAS_COMPUTE_32F), y f32.
+  void gemm_f32(const float* x, int64_t ldx, int64_t m, int64_t k, const float* w, int64_t ldw,
+                int64_t n, float* y, int64_t ldy, float beta) const;
   // `batch` independent GEMMs of the form above, operand b starting stride_x, stride_w and
   // stride_y elements after operand b - 1 (MLA's per-head absorbed projections).
   void gemm_batched(const bf16* x, int64_t ldx, int64_t stride_x, int64_t m, int64_t k,

@@ -318,16 +318,27 @@ void CudaOps::linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tenso
                      bool accumulate) {
   STRATA_CHECK_DEVICE(x, "linear input");
   STRATA_CHECK_DEVICE(y, "linear output");
-  STRATA_CHECK(
-      w.device() == device() && w.dtype() == DType::BF16 && w.ndim() == 2 && w.contiguous(),
-      "linear weight {}: wants a contiguous bf16 matrix on {}", w.describe(), device().str());
+  STRATA_CHECK(w.device() == device() && is_float(w.dtype()) && w.ndim() == 2 && w.contiguous(),
+               "linear weight {}: wants a contiguous bf16 or f32 matrix on {}", w.describe(),
+               device().str());
   STRATA_CHECK(x.cols() == w.dim(1) && y.cols() == w.dim(0) && y.rows() == x.rows(),
                "linear {} x {}^T -> {}", x.describe(), w.describe(), y.describe());
   if (x.rows() == 0) return;
-  const Tensor xb = as_bf16(x);
-  blas_->gemm(xb.ptr<cuda::bf16>(), xb.row_stride(), x.rows(), w.dim(1), w.ptr<cuda::bf16>(),
-              w.dim(1), w.dim(0), y.raw(), y.dtype() == DType::BF16, y.row_stride(),
-              accumulate ? 1.0f : 0.0f);
+  if (w.dtype() == DType::F32) {  // a matrix kept in f32 (routers): f32 in, f32 out
+    STRATA_CHECK(y.dtype() == DType::F32, "f32 linear into {}", y.describe());
+    Tensor xf = x;
+    if (x.dtype() != DType::F32) {
+      xf = empty({x.rows(), x.cols()}, DType::F32);
+      copy(x, xf);
+    }
+    blas_->gemm_f32(xf.ptr<float>(), xf.row_stride(), x.rows(), w.dim(1), w.ptr<float>(), w.dim(1),
+                    w.dim(0), y.ptr<float>(), y.row_stride(), accumulate ? 1.0f : 0.0f);
+  } else {
+    const Tensor xb = as_bf16(x);
+    blas_->gemm(xb.ptr<cuda::bf16>(), xb.row_stride(), x.rows(), w.dim(1), w.ptr<cuda::bf16>(),
+                w.dim(1), w.dim(0), y.raw(), y.dtype() == DType::BF16, y.row_stride(),
+                accumulate ? 1.0f : 0.0f);
+  }
   if (bias && !bias->empty()) {
     STRATA_CHECK_DEVICE(*bias, "linear bias");
     STRATA_CHECK(bias->numel() == w.dim(0), "bias {} for {} outputs", bias->describe(), w.dim(0));

@@ -96,6 +96,14 @@ class CudaOps : public Ops {
              Tensor& weights) override;
   void experts(const ExpertWeights& w, const Tensor& x, const Tensor& ids, const Tensor& weights,
                Tensor& out) override;
+  void scale_columns(Tensor& x, const Tensor& scale) override;
+  // The recurrent-layer ops (ops/cuda/cuda_recurrent_ops.cpp).
+  void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& seqs,
+                     Tensor& conv_states, Tensor& out) override;
+  void ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, const Tensor& seqs,
+                bool decode, Tensor& states, Tensor& y) override;
+  void gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups, float eps,
+                      bool norm_before_gate, Tensor& out) override;
   void argmax(const Tensor& logits, Tensor& ids) override;
   void sample(const Tensor& logits, const Tensor& rows, Tensor& ids) override;
   void edit_logits(Tensor& logits, const Tensor& edits) override;

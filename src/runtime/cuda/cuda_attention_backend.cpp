@@ -75,7 +75,21 @@ int CudaAttentionBackend::decode_splits(int num_kv_heads) const {
 }
 
 std::vector<const void*> CudaAttentionBackend::buffer_signature() const {
-  return {req_to_token_.data(), meta_.data(), staging_, partial_out_.data(), partial_lse_.data()};
+  // Sizes as well as addresses: a buffer that grows may come back at the address it was freed
+  // from, and a graph captured over the old allocation (its upload copies from the pinned
+  // staging buffer) must not be replayed over the new one: the driver crashes in
+  // cudaGraphLaunch. The sizes only ever grow, so a regrown buffer always changes them.
+  auto size = [](size_t bytes) { return reinterpret_cast<const void*>(bytes); };
+  return {req_to_token_.data(),
+          size(req_to_token_.bytes()),
+          meta_.data(),
+          size(meta_.bytes()),
+          staging_,
+          size(staging_capacity_),
+          partial_out_.data(),
+          size(partial_out_.bytes()),
+          partial_lse_.data(),
+          size(partial_lse_.bytes())};
 }
 
 void CudaAttentionBackend::stage(const ForwardBatch& batch) {
@@ -83,7 +97,8 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   STRATA_CHECK(static_cast<int>(batch.positions.size()) == t &&
                    static_cast<int>(batch.out_cache_loc.size()) == t &&
                    static_cast<int>(batch.prefix_lens.size()) == b &&
-                   static_cast<int>(batch.extend_lens.size()) == b,
+                   static_cast<int>(batch.extend_lens.size()) == b &&
+                   (batch.state_slots.empty() || static_cast<int>(batch.state_slots.size()) == b),
                "inconsistent ForwardBatch: {} tokens, {} requests", t, b);
   const std::vector<int> offsets = batch.token_offsets();
   STRATA_CHECK(offsets[b] == t, "extend lengths add up to {}, the batch has {} tokens", offsets[b],
@@ -117,8 +132,9 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   // (Decode passes extend rows the mirror already holds, and are graph-captured with a fixed
   // metadata layout.)
   off_sampling_ = off_last_ + b;
+  off_state_seqs_ = off_sampling_ + static_cast<int64_t>(b) * kSamplingRowInts;
   edit_capacity_ = logit_edit_capacity(batch.logit_edits.size());
-  off_edits_ = off_sampling_ + static_cast<int64_t>(b) * kSamplingRowInts;
+  off_edits_ = off_state_seqs_ + static_cast<int64_t>(b) * kStateSeqInts;
   mask_capacity_ = token_mask_capacity(static_cast<int64_t>(batch.mask_rows.size()));
   mask_ints_ = batch.token_mask_ints();
   off_mask_rows_ = off_edits_ + static_cast<int64_t>(edit_capacity_) * kLogitEditInts;
@@ -154,6 +170,7 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   for (int i = 0; i <= b; ++i) staging_[off_offsets_ + i] = offsets[i];
   for (int i = 0; i < b; ++i) staging_[off_last_ + i] = offsets[i + 1] - 1;
   batch.pack_sampling(staging_ + off_sampling_);
+  batch.pack_state_seqs(staging_ + off_state_seqs_);
   batch.pack_logit_edits(staging_ + off_edits_, edit_capacity_);
   batch.pack_token_masks(staging_ + off_mask_rows_, staging_ + off_masks_, mask_capacity_);
   if (batch.mode == ForwardMode::Extend) {

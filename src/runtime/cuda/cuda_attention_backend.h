@@ -48,6 +48,11 @@ class CudaAttentionBackend : public AttentionBackend {
     return ints(off_sampling_, static_cast<int64_t>(batch_size_) * kSamplingRowInts)
         .reshaped({batch_size_, kSamplingRowInts});
   }
+  // The recurrent layers' view of the batch: [B, kStateSeqInts] int32 (ops/state_seqs.h).
+  Tensor state_seqs() const {
+    return ints(off_state_seqs_, static_cast<int64_t>(batch_size_) * kStateSeqInts)
+        .reshaped({batch_size_, kStateSeqInts});
+  }
   // The batch's logit edits: [capacity, kLogitEditInts] int32 (packed LogitEdit, padded).
   Tensor logit_edits() const {
     return ints(off_edits_, static_cast<int64_t>(edit_capacity_) * kLogitEditInts)
@@ -92,8 +97,8 @@ class CudaAttentionBackend : public AttentionBackend {
   int32_t* staging_ = nullptr;       // pinned host copy of meta_
   size_t staging_capacity_ = 0, staged_count_ = 0;
   int64_t off_ids_ = 0, off_pos_ = 0, off_loc_ = 0, off_req_ = 0, off_prefix_ = 0, off_offsets_ = 0,
-          off_last_ = 0, off_sampling_ = 0, off_edits_ = 0, off_zero_ = 0, off_shared_offsets_ = 0,
-          off_shared_ = 0;
+          off_last_ = 0, off_sampling_ = 0, off_state_seqs_ = 0, off_edits_ = 0, off_zero_ = 0,
+          off_shared_offsets_ = 0, off_shared_ = 0;
   int edit_capacity_ = 0;  // logit edits staged (a power of two, or 0)
   int64_t off_mask_rows_ = 0, off_masks_ = 0, mask_ints_ = 0;
   int mask_capacity_ = 0;  // grammar-masked rows staged (a power of two, or 0)

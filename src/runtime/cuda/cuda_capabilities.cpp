@@ -39,12 +39,14 @@ int cuda_device_count() {
 
 std::vector<std::string> cuda_configuration_problems(const ModelConfig& c, const RunnerOptions& o) {
   std::vector<std::string> problems;
-  const auto recurrent = c.recurrent_layer_ids();
-  if (!recurrent.empty())
-    problems.push_back(fmt::format(
-        "{} has recurrent layers ({} at layer {}), which --device cuda does not run yet: use "
-        "--device cpu",
-        c.architecture, to_string(c.layers[recurrent.front()].recurrent), recurrent.front()));
+  for (int id : c.recurrent_layer_ids()) {
+    if (c.layers[id].recurrent != RecurrentKind::Mamba2) {
+      problems.push_back(fmt::format(
+          "{} has {} layers (layer {}), which --device cuda does not run yet: use --device cpu",
+          c.architecture, to_string(c.layers[id].recurrent), id));
+      break;
+    }
+  }
   if (o.attention_backend != "auto" && o.attention_backend != "cuda")
     problems.push_back(
         fmt::format("--attention-backend '{}' is not available on cuda: use auto or cuda",

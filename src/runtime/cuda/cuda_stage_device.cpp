@@ -54,6 +54,14 @@ class CudaStageDevice : public StageDevice {
                        pool_ ? pool_->num_slots() : 0, pool_ ? pool_->bytes() / kGiB : 0.0);
   }
 
+  double cache_budget_bytes() override {
+    STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    size_t free_bytes = 0, total_bytes = 0;
+    STRATA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return options_.mem_fraction_static * total_bytes -
+           static_cast<double>(total_bytes - free_bytes);
+  }
+
   int64_t plan_kv_slots(const std::map<int, KVLayerLayout>& layouts, int64_t requested,
                         int64_t cap) override {
     STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -219,6 +227,7 @@ class CudaStageDevice : public StageDevice {
     ctx.logit_edits = attention_->logit_edits();
     ctx.mask_rows = attention_->mask_rows();
     ctx.token_masks = attention_->token_masks();
+    ctx.state_seqs = attention_->state_seqs();
     ctx.attention = attention_.get();
     return pass(ctx);
   }
@@ -233,7 +242,10 @@ class CudaStageDevice : public StageDevice {
   std::vector<const void*> buffer_signature() const {
     std::vector<const void*> sig = attention_->buffer_signature();
     sig.push_back(reinterpret_cast<const void*>(ops_->arena_generation()));
-    for (const auto& [_, b] : buffers_) sig.push_back(b.data());
+    for (const auto& [_, b] : buffers_) {  // sizes too: see CudaAttentionBackend's signature
+      sig.push_back(b.data());
+      sig.push_back(reinterpret_cast<const void*>(b.bytes()));
+    }
     return sig;
   }
 

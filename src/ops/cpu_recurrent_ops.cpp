@@ -1,0 +1,138 @@
+#include "ops/cpu_recurrent_ops.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/mamba.h"
+#include "kernels/cpu/ops.h"
+
+namespace strata::cpu_ops {
+
+namespace {
+
+void check_host(const Tensor& t, DType dtype, const char* what) {
+  STRATA_CHECK(t.on_host() && t.dtype() == dtype, "cpu op {}: a {} tensor", what, t.describe());
+}
+
+struct Seq {
+  int begin, len, slot;
+  bool resumes;
+};
+
+std::vector<Seq> read_seqs(const Tensor& seqs, int64_t tokens, int64_t slots) {
+  check_host(seqs, DType::I32, "seqs");
+  STRATA_CHECK(seqs.cols() == kStateSeqInts && seqs.contiguous(), "seqs {}", seqs.describe());
+  std::vector<Seq> out;
+  const int32_t* s = seqs.ptr<int32_t>();
+  for (int64_t b = 0; b < seqs.rows(); ++b, s += kStateSeqInts) {
+    const Seq q{s[0], s[1], s[2], s[3] != 0};
+    STRATA_CHECK(
+        q.begin >= 0 && q.len >= 0 && q.begin + q.len <= tokens && q.slot >= 0 && q.slot < slots,
+        "request {}: tokens [{}, +{}) of {}, state slot {} of {}", b, q.begin, q.len, tokens,
+        q.slot, slots);
+    out.push_back(q);
+  }
+  return out;
+}
+
+}  // namespace
+
+void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& seqs,
+                   Tensor& conv_states, Tensor& out) {
+  check_host(x, DType::F32, "causal_conv1d input");
+  check_host(weight, DType::F32, "causal_conv1d weight");
+  check_host(conv_states, DType::F32, "causal_conv1d state");
+  check_host(out, DType::F32, "causal_conv1d output");
+  const int channels = static_cast<int>(x.cols()), kernel = static_cast<int>(weight.cols());
+  STRATA_CHECK(weight.rows() == channels && out.cols() == channels && out.rows() == x.rows() &&
+                   out.contiguous() && conv_states.cols() == int64_t{channels} * (kernel - 1) &&
+                   conv_states.contiguous() && (!bias || bias->numel() == channels),
+               "causal_conv1d {} * {} -> {} with state {}", x.describe(), weight.describe(),
+               out.describe(), conv_states.describe());
+  for (const Seq& q : read_seqs(seqs, x.rows(), conv_states.rows())) {
+    if (q.len == 0) continue;
+    float* state = conv_states.ptr<float>() + q.slot * conv_states.cols();
+    if (!q.resumes) std::fill_n(state, conv_states.cols(), 0.0f);
+    cpu::causal_conv1d(x.ptr<float>() + q.begin * x.row_stride(), x.row_stride(), q.len, channels,
+                       weight.ptr<float>(), bias ? bias->ptr<float>() : nullptr, kernel, state,
+                       out.ptr<float>() + q.begin * channels, true);
+  }
+}
+
+void ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, const Tensor& seqs,
+              bool decode, Tensor& states, Tensor& y) {
+  check_host(xbc, DType::F32, "ssm_scan input");
+  check_host(dt, DType::F32, "ssm_scan dt");
+  check_host(y, DType::F32, "ssm_scan output");
+  STRATA_CHECK(states.on_host() && (states.dtype() == DType::F32 || states.dtype() == DType::BF16),
+               "ssm_scan state {}", states.describe());
+  const int H = p.num_heads, P = p.head_dim, N = p.state_size, G = p.n_groups;
+  const int64_t inner = int64_t{H} * P, state_numel = inner * N;
+  STRATA_CHECK(xbc.cols() == inner + 2 * int64_t{G} * N && dt.cols() == H &&
+                   dt.rows() == xbc.rows() && y.cols() == inner && y.rows() == xbc.rows() &&
+                   y.contiguous() && states.cols() == state_numel && states.contiguous() &&
+                   H % G == 0 && p.chunk_size >= 1,
+               "ssm_scan {} dt {} -> {} with state {}", xbc.describe(), dt.describe(), y.describe(),
+               states.describe());
+  const int64_t T = xbc.rows();
+  // dt = clamp(softplus(dt_raw + dt_bias)) for every token and head.
+  std::vector<float> dt_act(static_cast<size_t>(T) * H);
+  for (int64_t t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h)
+      dt_act[t * H + h] = std::clamp(
+          cpu::softplus(dt.ptr<float>()[t * dt.row_stride() + h] + p.dt_bias.ptr<float>()[h]),
+          p.dt_min, p.dt_max);
+  std::vector<float> scratch(static_cast<size_t>(state_numel));
+  for (const Seq& q : read_seqs(seqs, T, states.rows())) {
+    if (q.len == 0) continue;
+    // The state in f32: in place when stored so, else a rounded copy written back after.
+    const bool f32 = states.dtype() == DType::F32;
+    float* S = f32 ? states.ptr<float>() + q.slot * state_numel : scratch.data();
+    if (!q.resumes)
+      std::fill_n(S, state_numel, 0.0f);
+    else if (!f32)
+      convert_to_f32(DType::BF16, states.ptr<uint16_t>() + q.slot * state_numel, S, state_numel);
+    cpu::SsmScanArgs a;
+    a.num_heads = H;
+    a.head_dim = P;
+    a.n_groups = G;
+    a.state_size = N;
+    a.len = q.len;
+    a.x = xbc.ptr<float>() + q.begin * xbc.row_stride();
+    a.B = a.x + inner;
+    a.C = a.B + int64_t{G} * N;
+    a.stride = xbc.row_stride();
+    a.dt = dt_act.data() + int64_t{q.begin} * H;
+    a.A = p.A.ptr<float>();
+    a.D = p.D.ptr<float>();
+    float* yq = y.ptr<float>() + q.begin * inner;
+    if (decode)
+      cpu::ssm_scan_sequential(a, S, yq);
+    else
+      cpu::ssm_scan_chunked(a, p.chunk_size, S, yq);
+    if (!f32) {
+      uint16_t* stored = states.ptr<uint16_t>() + q.slot * state_numel;
+      for (int64_t i = 0; i < state_numel; ++i) stored[i] = f32_to_bf16(S[i]);
+    }
+  }
+}
+
+void gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups, float eps,
+                    bool norm_before_gate, Tensor& out) {
+  check_host(y, DType::F32, "gated_rms_norm input");
+  check_host(z, DType::F32, "gated_rms_norm gate");
+  check_host(out, DType::F32, "gated_rms_norm output");
+  const int width = static_cast<int>(y.cols());
+  STRATA_CHECK(y.contiguous() && z.cols() == width && z.rows() == y.rows() && out.contiguous() &&
+                   out.cols() == width && out.rows() == y.rows() && groups >= 1 &&
+                   width % groups == 0 && (!weight || weight->numel() == width),
+               "gated_rms_norm {} gate {} -> {} in {} groups", y.describe(), z.describe(),
+               out.describe(), groups);
+  if (out.raw() != y.raw()) std::memcpy(out.raw(), y.raw(), y.bytes());
+  cpu::gated_rms_norm(out.ptr<float>(), z.ptr<float>(), z.row_stride(), y.rows(), width, groups,
+                      weight ? weight->ptr<float>() : nullptr, eps, norm_before_gate);
+}
+
+}  // namespace strata::cpu_ops

@@ -1,0 +1,104 @@
+// CudaOps' recurrent-layer ops (Mamba2): shape checks here, kernels in kernels/cuda/mamba.cu.
+// The same contracts as the CPU reference (ops/cpu_recurrent_ops.cpp): every request of the pass
+// in one launch, its tokens and state slot read on the device from `seqs`.
+#include "core/error.h"
+#include "kernels/cuda/mamba.h"
+#include "ops/cuda/cuda_ops.h"
+
+namespace strata {
+
+namespace {
+
+void check_f32(const Tensor& t, Device d, const char* what) {
+  STRATA_CHECK(t.device() == d && t.dtype() == DType::F32,
+               "cuda op {}: a {} tensor (wants f32 on {})", what, t.describe(), d.str());
+}
+
+void check_seqs(const Tensor& seqs, Device d) {
+  STRATA_CHECK(seqs.device() == d && seqs.dtype() == DType::I32 && seqs.contiguous() &&
+                   seqs.cols() == kStateSeqInts,
+               "cuda recurrent op: seqs {}", seqs.describe());
+}
+
+}  // namespace
+
+void CudaOps::scale_columns(Tensor& x, const Tensor& scale) {
+  check_f32(x, device(), "scale_columns");
+  check_f32(scale, device(), "scale_columns multipliers");
+  STRATA_CHECK(scale.numel() == x.cols(), "scale_columns {} by {}", x.describe(), scale.describe());
+  cuda::scale_columns(x.ptr<float>(), x.row_stride(), x.rows(), x.cols(), scale.ptr<float>(),
+                      stream_);
+}
+
+void CudaOps::causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                            const Tensor& seqs, Tensor& conv_states, Tensor& out) {
+  check_f32(x, device(), "causal_conv1d input");
+  check_f32(weight, device(), "causal_conv1d weight");
+  check_f32(conv_states, device(), "causal_conv1d state");
+  check_f32(out, device(), "causal_conv1d output");
+  check_seqs(seqs, device());
+  const int channels = static_cast<int>(x.cols()), kernel = static_cast<int>(weight.cols());
+  STRATA_CHECK(weight.rows() == channels && weight.contiguous() && out.cols() == channels &&
+                   out.rows() == x.rows() && out.contiguous() &&
+                   conv_states.cols() == int64_t{channels} * (kernel - 1) &&
+                   conv_states.contiguous() && (!bias || bias->numel() == channels),
+               "causal_conv1d {} * {} -> {} with state {}", x.describe(), weight.describe(),
+               out.describe(), conv_states.describe());
+  if (bias) check_f32(*bias, device(), "causal_conv1d bias");
+  cuda::causal_conv1d(x.ptr<float>(), x.row_stride(), x.rows(), channels, weight.ptr<float>(),
+                      bias ? bias->ptr<float>() : nullptr, kernel, seqs.ptr<int32_t>(),
+                      static_cast<int>(seqs.rows()), conv_states.ptr<float>(), out.ptr<float>(),
+                      stream_);
+}
+
+void CudaOps::ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, const Tensor& seqs,
+                       bool decode, Tensor& states, Tensor& y) {
+  check_f32(xbc, device(), "ssm_scan input");
+  check_f32(dt, device(), "ssm_scan dt");
+  check_f32(y, device(), "ssm_scan output");
+  for (const Tensor* t : {&p.A, &p.D, &p.dt_bias}) check_f32(*t, device(), "ssm_scan parameter");
+  check_seqs(seqs, device());
+  STRATA_CHECK(states.device() == device() &&
+                   (states.dtype() == DType::F32 || states.dtype() == DType::BF16),
+               "ssm_scan state {}", states.describe());
+  const int64_t inner = int64_t{p.num_heads} * p.head_dim;
+  STRATA_CHECK(xbc.cols() == inner + 2 * int64_t{p.n_groups} * p.state_size &&
+                   dt.cols() == p.num_heads && dt.rows() == xbc.rows() && y.cols() == inner &&
+                   y.rows() == xbc.rows() && y.contiguous() &&
+                   states.cols() == inner * p.state_size && states.contiguous() &&
+                   p.n_groups >= 1 && p.num_heads % p.n_groups == 0 && p.chunk_size >= 1,
+               "ssm_scan {} dt {} -> {} with state {}", xbc.describe(), dt.describe(), y.describe(),
+               states.describe());
+  cuda::SsmShape shape;
+  shape.num_heads = p.num_heads;
+  shape.head_dim = p.head_dim;
+  shape.n_groups = p.n_groups;
+  shape.state_size = p.state_size;
+  shape.chunk_size = p.chunk_size;
+  shape.dt_min = p.dt_min;
+  shape.dt_max = p.dt_max;
+  cuda::ssm_scan(xbc.ptr<float>(), xbc.row_stride(), dt.ptr<float>(), dt.row_stride(),
+                 p.A.ptr<float>(), p.D.ptr<float>(), p.dt_bias.ptr<float>(), shape,
+                 seqs.ptr<int32_t>(), static_cast<int>(seqs.rows()), decode, states.raw(),
+                 states.dtype(), y.ptr<float>(), stream_);
+}
+
+void CudaOps::gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups,
+                             float eps, bool norm_before_gate, Tensor& out) {
+  check_f32(y, device(), "gated_rms_norm input");
+  check_f32(z, device(), "gated_rms_norm gate");
+  const int width = static_cast<int>(y.cols());
+  STRATA_CHECK(out.device() == device() &&
+                   (out.dtype() == DType::F32 || out.dtype() == DType::BF16) && y.contiguous() &&
+                   z.cols() == width && z.rows() == y.rows() && out.cols() == width &&
+                   out.rows() == y.rows() && groups >= 1 && width % groups == 0 &&
+                   (!weight || weight->numel() == width),
+               "gated_rms_norm {} gate {} -> {} in {} groups", y.describe(), z.describe(),
+               out.describe(), groups);
+  if (weight) check_f32(*weight, device(), "gated_rms_norm weight");
+  cuda::gated_rms_norm(y.ptr<float>(), z.ptr<float>(), z.row_stride(), y.rows(), width, groups,
+                       weight ? weight->ptr<float>() : nullptr, eps, norm_before_gate, out.raw(),
+                       out.dtype(), out.row_stride(), stream_);
+}
+
+}  // namespace strata
