@@ -1,0 +1,43 @@
+#pragma once
+// A tokenizer's vocabulary as the grammar sees it: each token's bytes, sorted so that tokens
+// sharing a prefix are neighbours (an implicit trie: walking the sorted list and keeping the
+// automaton state per prefix length visits each trie edge once, and a prefix the grammar
+// refuses skips every token below it). Built once per tokenizer and shared by every grammar.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace strata::tok {
+class Tokenizer;
+}
+
+namespace strata::grammar {
+
+class TokenVocabulary {
+ public:
+  // bytes[id]: what token `id` emits, or nullopt for a token no grammar may choose (special
+  // and control tokens; stop tokens are allowed separately, once the grammar accepts).
+  explicit TokenVocabulary(std::vector<std::optional<std::string>> bytes);
+  // Byte-level BPE (GPT-2 alphabet), SentencePiece-style (▁ for space, <0xNN> byte
+  // fallback) and added non-special tokens.
+  static std::shared_ptr<const TokenVocabulary> from_tokenizer(const tok::Tokenizer& tokenizer);
+
+  int size() const { return static_cast<int>(bytes_.size()); }
+  const std::string& bytes(int id) const { return bytes_[id]; }
+  bool usable(int id) const { return usable_[id]; }
+  // Usable ids in byte order, and lcp[k]: common prefix length of sorted[k-1] and sorted[k].
+  const std::vector<int>& sorted() const { return sorted_; }
+  const std::vector<uint32_t>& lcp() const { return lcp_; }
+  size_t max_length() const { return max_length_; }
+
+ private:
+  std::vector<std::string> bytes_;
+  std::vector<bool> usable_;
+  std::vector<int> sorted_;
+  std::vector<uint32_t> lcp_;
+  size_t max_length_ = 0;
+};
+
+}  // namespace strata::grammar
