@@ -14,15 +14,18 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// The generic JSON rules that typed rules fall back on.
+// The generic JSON rules that typed rules fall back on. Numbers are bounded to what every
+// parser reads back exactly: at most 15 integer digits (below 2^53, so int64 and double agree),
+// 15 fraction digits and a two-digit exponent; beyond that parsers differ (overflow to a
+// double, to infinity, or an error), and a client would fail on valid JSON.
 constexpr const char* kJsonRules = R"(
 json-value ::= json-object | json-array | json-string | json-number | "true" | "false" | "null"
 json-object ::= "{" ( json-string ":" json-value ( "," json-string ":" json-value )* )? "}"
 json-array ::= "[" ( json-value ( "," json-value )* )? "]"
 json-string ::= "\"" json-char* "\""
 json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
-json-number ::= json-integer ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
-json-integer ::= "-"? ( "0" | [1-9] [0-9]* )
+json-number ::= json-integer ( "." [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )?
+json-integer ::= "-"? ( "0" | [1-9] [0-9]{0,14} )
 )";
 
 // String formats as whole-match regexes.

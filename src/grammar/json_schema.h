@@ -1,7 +1,8 @@
 #pragma once
 // JSON Schema compiled into the grammar form (through EBNF rules plus regex rules for string
 // patterns). The output is compact JSON (no whitespace between tokens), properties in the
-// schema's order, so every accepted text parses and validates against the schema.
+// schema's order, so every accepted text parses and validates against the schema. Numbers
+// have at most 15 integer digits, 15 fraction digits and a two-digit exponent (json_schema.cpp).
 //
 // Supported (OpenAI's strict-mode subset): type (one or a list), properties, required,
 // additionalProperties (false, true or absent: only listed properties are generated), items,
