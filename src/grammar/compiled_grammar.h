@@ -60,6 +60,7 @@ class GrammarMatcher {
   // Fills the allowed-token bitmask (bit t % 32 of words[t / 32]); stop tokens not included.
   void fill_mask(std::span<uint32_t> words);
   const NodeSet& state() const { return state_; }
+  int vocabulary_size() const { return grammar_->vocabulary().size(); }
 
  private:
   std::shared_ptr<CompiledGrammar> grammar_;

@@ -51,19 +51,23 @@ void StackForest::expand(uint32_t pos, uint32_t parent, NodeSet& out) {
   }
 }
 
-NodeSet StackForest::local_frame(uint32_t pos) {
-  NodeSet out;
-  expand(pos, kFrameExit, out);
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+uint32_t StackForest::truncate(uint32_t node, int depth) {
+  if (node < kFirstNode) return node;
+  const Node n = nodes_[node];
+  const uint32_t below = depth <= 1 ? kFrameExit : truncate(n.parent, depth - 1);
+  // A stack that ends at the root within `depth` frames is kept whole (kAccept below).
+  return intern(n.pos, n.parent == kAccept ? kAccept : below);
 }
 
 std::span<const uint32_t> StackForest::advance(uint32_t node, uint8_t byte) {
   if (node < kFirstNode) return {};
-  const uint64_t key = (static_cast<uint64_t>(node) << 8) | byte;
-  if (auto it = advance_memo_.find(key); it != advance_memo_.end())
-    return {advance_pool_.data() + it->second.first, it->second.second};
+  if (advance_memo_.size() <= node) advance_memo_.resize(nodes_.size());
+  auto& table = advance_memo_[node];
+  if (!table) table = std::make_unique<std::array<uint32_t, 256>>();
+  if (const uint32_t entry = (*table)[byte]) {
+    const uint32_t* at = advance_pool_.data() + entry - 1;
+    return {at + 1, at[0]};
+  }
   scratch_.clear();
   const Node n = nodes_[node];
   if (grammar_.bytes_of(n.pos).test(byte)) {
@@ -72,9 +76,11 @@ std::span<const uint32_t> StackForest::advance(uint32_t node, uint8_t byte) {
     scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
   }
   const auto offset = static_cast<uint32_t>(advance_pool_.size());
+  advance_pool_.push_back(static_cast<uint32_t>(scratch_.size()));
   advance_pool_.insert(advance_pool_.end(), scratch_.begin(), scratch_.end());
-  advance_memo_.emplace(key, std::make_pair(offset, static_cast<uint32_t>(scratch_.size())));
-  return {advance_pool_.data() + offset, scratch_.size()};
+  // expand() may have interned nodes: the table vector may have grown, so index afresh.
+  (*advance_memo_[node])[byte] = offset + 1;
+  return {advance_pool_.data() + offset + 1, scratch_.size()};
 }
 
 void StackForest::advance_set(const NodeSet& from, uint8_t byte, NodeSet& to) {

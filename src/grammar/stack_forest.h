@@ -7,7 +7,9 @@
 // Node ids below kFirstNode are markers: kAccept (the stack emptied, the root rule matched in
 // full) and kFrameExit (used by the token-mask analysis: a stack rooted in a local frame ran
 // past that frame's end, so what follows depends on the context below).
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -29,8 +31,9 @@ class StackForest {
   const Grammar& grammar() const { return grammar_; }
   // The state before any byte: the root rule's alternatives, expanded.
   const NodeSet& initial() const { return initial_; }
-  // A stack of one frame at `pos` whose end is kFrameExit (the mask analysis' start).
-  NodeSet local_frame(uint32_t pos);
+  // The top `depth` frames of `node`'s stack, with kFrameExit below them (the mask analysis'
+  // start: what a token does within these frames does not depend on the rest).
+  uint32_t truncate(uint32_t node, int depth);
   uint32_t position(uint32_t node) const { return nodes_[node].pos; }
 
   // The nodes reached from `node` by consuming `byte` (empty: the byte is not allowed).
@@ -51,8 +54,11 @@ class StackForest {
   const Grammar& grammar_;
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, uint32_t> node_ids_;
-  // advance memo: (node << 8 | byte) -> [offset, count) in advance_pool_.
-  std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> advance_memo_;
+  // advance memo, a table per node (allocated when the node is first advanced: the mask walks
+  // advance the same few nodes hundreds of thousands of times, so a lookup must be an index):
+  // entry = 1 + offset into advance_pool_, which holds the count and then the nodes; 0 = not
+  // yet computed.
+  std::vector<std::unique_ptr<std::array<uint32_t, 256>>> advance_memo_;
   std::vector<uint32_t> advance_pool_;
   NodeSet initial_;
   NodeSet scratch_;

@@ -7,7 +7,7 @@ namespace strata::grammar {
 TokenMasker::TokenMasker(StackForest& forest, std::shared_ptr<const TokenVocabulary> vocabulary)
     : forest_(forest), vocab_(std::move(vocabulary)), words_((vocab_->size() + 31) / 32) {}
 
-TokenMasker::PositionMask TokenMasker::walk_vocabulary(uint32_t pos) {
+TokenMasker::PositionMask TokenMasker::walk_vocabulary(uint32_t frame) {
   PositionMask out;
   out.accepted.assign(words_, 0);
   const std::vector<int>& ids = vocab_->sorted();
@@ -17,7 +17,7 @@ TokenMasker::PositionMask TokenMasker::walk_vocabulary(uint32_t pos) {
   // left the frame before byte d with bytes still to come (those need the real context).
   std::vector<NodeSet> level(max_len + 1);
   std::vector<char> exited(max_len + 1, 0);
-  level[0] = forest_.local_frame(pos);
+  level[0] = {frame};
   size_t valid = 0;  // level[0..valid] hold the previous token's prefix
   for (size_t k = 0; k < ids.size();) {
     const std::string& s = vocab_->bytes(ids[k]);
@@ -52,9 +52,10 @@ TokenMasker::PositionMask TokenMasker::walk_vocabulary(uint32_t pos) {
   return out;
 }
 
-const TokenMasker::PositionMask& TokenMasker::position_mask(uint32_t pos) {
-  auto it = by_position_.find(pos);
-  if (it == by_position_.end()) it = by_position_.emplace(pos, walk_vocabulary(pos)).first;
+const TokenMasker::PositionMask& TokenMasker::frame_mask(uint32_t node) {
+  const uint32_t frame = forest_.truncate(node, kFrameDepth);
+  auto it = by_position_.find(frame);
+  if (it == by_position_.end()) it = by_position_.emplace(frame, walk_vocabulary(frame)).first;
   return it->second;
 }
 
@@ -88,7 +89,7 @@ void TokenMasker::fill_mask(const NodeSet& state, std::span<uint32_t> words) {
   std::vector<uint32_t> mask(words_, 0);
   for (uint32_t node : state) {
     if (node < StackForest::kFirstNode) continue;
-    const PositionMask& pm = position_mask(forest_.position(node));
+    const PositionMask& pm = frame_mask(node);
     for (size_t w = 0; w < words_; ++w) mask[w] |= pm.accepted[w];
     for (int id : pm.uncertain) {
       const uint32_t bit = uint32_t{1} << (id & 31);

@@ -2,12 +2,12 @@
 // Allowed-token masks of grammar states, computed without walking the vocabulary per step.
 //
 // Two caches (ideas from xgrammar's adaptive token mask cache):
-//  1. Per grammar position (the byte element on top of a stack): the vocabulary is walked once,
-//     as a trie, from a stack holding only that position's frame. A token whose bytes all fit
-//     inside the frame is accepted whatever lies below it on the stack (context-independent,
-//     stored as a bitmask); one that runs past the frame's end is "uncertain" and is checked at
-//     mask time against the real stack; any other is rejected. For JSON the uncertain tokens
-//     are the few that close a string or number and go on.
+//  1. Per top of stack (the byte element on top and the few frames below it, kFrameDepth): the
+//     vocabulary is walked once, as a trie, from a stack holding only those frames. A token whose
+//     bytes all fit inside those frames is accepted whatever lies below it on the stack
+//     (context-independent, stored as a bitmask); one that runs past their end is "uncertain" and
+//     is checked at mask time against the real stack; any other is rejected. For JSON the uncertain
+//     tokens are the few that close a string or number and go on.
 //  2. Per whole state (the sorted set of stack nodes): the finished mask, bounded. Decoding
 //     revisits the same states (every character of a string value is the same state), so
 //     most steps are one lookup and a copy.
@@ -43,8 +43,12 @@ class TokenMasker {
     std::vector<uint32_t> accepted;  // bitmask over token ids
     std::vector<int> uncertain;      // ids to check against the full stack
   };
-  const PositionMask& position_mask(uint32_t pos);
-  PositionMask walk_vocabulary(uint32_t pos);
+  const PositionMask& frame_mask(uint32_t node);
+  PositionMask walk_vocabulary(uint32_t frame);
+  // Frames of a stack that the per-position cache looks at: one would make every token longer
+  // than a JSON string character "uncertain" (its frame is one character); a few reach the
+  // string's closing quote, so only tokens that run past it need the full stack.
+  static constexpr int kFrameDepth = 4;
   bool token_fits(uint32_t node, const std::string& bytes);
 
   StackForest& forest_;
