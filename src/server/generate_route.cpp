@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include "core/error.h"
+#include "server/grammar_fields.h"
 #include "server/request_fields.h"
 #include "server/request_parsing.h"
 #include "server/serving.h"
@@ -56,11 +57,12 @@ std::vector<std::vector<int>> generate_prompts(const ServerContext& ctx, const j
 ServeRequest read_sampling_params(const json& sp, const json& body) {
   if (!sp.is_object())
     throw HttpError(400, "'sampling_params' must be an object", "sampling_params");
-  check_fields(sp,
-               {"max_new_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
-                "stop_token_ids", "ignore_eos", "skip_special_tokens", "presence_penalty",
-                "frequency_penalty", "repetition_penalty", "min_new_tokens", "logit_bias", "n"},
-               "sampling_params");
+  check_fields(
+      sp,
+      {"max_new_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids",
+       "ignore_eos", "skip_special_tokens", "presence_penalty", "frequency_penalty",
+       "repetition_penalty", "min_new_tokens", "logit_bias", "n", "json_schema", "regex", "ebnf"},
+      "sampling_params");
   ServeRequest r;
   r.sampling = read_sampling_controls(sp, "min_new_tokens");
   r.sampling.max_new_tokens = static_cast<int>(
@@ -103,7 +105,8 @@ GenerateRequest parse_generate(const ServerContext& ctx, const json& body) {
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     const json& sp = sps.is_array() ? sps[i] : sps;
-    const ServeRequest base = read_sampling_params(sp, body);
+    ServeRequest base = read_sampling_params(sp, body);
+    base.grammar = read_generate_grammar(ctx, sp);
     const int64_t n = sp.is_object() ? get_integer(sp, "n").value_or(1) : 1;
     if (n < 1 || n > kMaxChoices)
       throw HttpError(400, fmt::format("'n' must be between 1 and {}, got {}", kMaxChoices, n),
