@@ -36,9 +36,7 @@ TokenMasker::PositionMask TokenMasker::walk_vocabulary(uint32_t frame) {
     if (dead) {
       // Every token starting with s[0..d] is refused: skip them all.
       valid = d;
-      size_t j = k + 1;
-      while (j < ids.size() && lcp[j] >= d + 1) ++j;
-      k = j;
+      k = vocab_->subtree_end(k, d);
       continue;
     }
     valid = s.size();

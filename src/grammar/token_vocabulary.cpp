@@ -27,6 +27,22 @@ TokenVocabulary::TokenVocabulary(std::vector<std::optional<std::string>> bytes) 
     while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
     lcp_[k] = n;
   }
+  end_offset_.resize(sorted_.size());
+  uint32_t total = 0;
+  for (size_t k = 0; k < sorted_.size(); ++k) {
+    end_offset_[k] = total;
+    total += static_cast<uint32_t>(bytes_[sorted_[k]].size());
+  }
+  subtree_end_.resize(total);
+  // Backwards: a neighbour sharing the first d + 1 bytes ends the same subtree.
+  for (size_t k = sorted_.size(); k-- > 0;) {
+    const size_t len = bytes_[sorted_[k]].size();
+    for (size_t d = 0; d < len; ++d) {
+      const bool shared = k + 1 < sorted_.size() && lcp_[k + 1] >= d + 1;
+      subtree_end_[end_offset_[k] + d] =
+          shared ? subtree_end_[end_offset_[k + 1] + d] : static_cast<uint32_t>(k + 1);
+    }
+  }
 }
 
 std::shared_ptr<const TokenVocabulary> TokenVocabulary::from_tokenizer(

@@ -31,6 +31,9 @@ class TokenVocabulary {
   const std::vector<int>& sorted() const { return sorted_; }
   const std::vector<uint32_t>& lcp() const { return lcp_; }
   size_t max_length() const { return max_length_; }
+  // The first sorted index after k whose token does not start with sorted[k]'s first d + 1
+  // bytes (d < its length): skipping a refused prefix is one lookup, not a scan.
+  uint32_t subtree_end(size_t k, size_t d) const { return subtree_end_[end_offset_[k] + d]; }
 
  private:
   std::vector<std::string> bytes_;
@@ -38,6 +41,8 @@ class TokenVocabulary {
   std::vector<int> sorted_;
   std::vector<uint32_t> lcp_;
   size_t max_length_ = 0;
+  std::vector<uint32_t> end_offset_;   // per sorted index: where its row of subtree_end_ starts
+  std::vector<uint32_t> subtree_end_;  // one entry per byte of every token
 };
 
 }  // namespace strata::grammar
