@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "grammar/compiled_grammar.h"
 #include "model/json_util.h"
 #include "ops/logprobs.h"
@@ -421,9 +422,15 @@ void Scheduler::accept(Req& r, int token) {
     return finish(r, "stop");
   }
   if (r.matcher) {
-    // The mask allowed only what the grammar takes, so a refusal is a broken invariant.
-    if (!r.matcher->accept_token(token))
-      fail("token {} was drawn under a grammar mask that does not allow it", token);
+    // The mask allowed only what the grammar takes; a refusal means every allowed token was
+    // banned by the request's own edits (a stop token under min_tokens where only stopping
+    // is left): end the request rather than emit text outside the grammar.
+    if (!r.matcher->accept_token(token)) {
+      r.tokens.pop_back();
+      r.out.token_ids.pop_back();
+      log::warning("request {}: no token the grammar allows could be drawn; ending it", r.id);
+      return finish(r, "abort");
+    }
     // A complete match that cannot grow: done, without a pass to draw the stop token.
     if (r.matcher->must_finish()) return finish(r, "stop");
   }
