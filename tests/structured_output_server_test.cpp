@@ -9,6 +9,7 @@
 #include "grammar/json_schema.h"
 #include "grammar/json_schema_suite.h"
 #include "server_harness.h"
+#include "test_util.h"
 
 namespace strata {
 namespace {
@@ -156,6 +157,18 @@ TEST(StructuredOutputServer, ConstraintsThatDoNotCompileAre400sNamingTheProblem)
   std::tie(status, body) = post(h, "/v1/chat/completions", chat_body({{"type", "xml"}}, false));
   EXPECT_EQ(status, 400);
   EXPECT_EQ(body["error"]["param"], "response_format");
+}
+
+TEST(StructuredOutputServer, GrammarBackendFlagTakesSglangsValues) {
+  std::string out, err;
+  EXPECT_EQ(test::run_strata(
+                "serve --model " + test::fixture_dir("llama") + " --port 0 --grammar-backend fancy",
+                &out, &err),
+            1);
+  EXPECT_NE(err.find("--grammar-backend must be one of xgrammar, outlines, llguidance"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("'fancy'"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -21,8 +21,9 @@ class GrammarCompiler {
   size_t cached() const;
 
  private:
-  // Bounded: when full the cache starts over (requests in flight keep their grammars).
-  static constexpr size_t kCapacity = 256;
+  // Bounded (each grammar keeps up to ~8 MB of state masks and its frame masks): when full
+  // the cache starts over; requests in flight keep their grammars.
+  static constexpr size_t kCapacity = 64;
   std::shared_ptr<const TokenVocabulary> vocabulary_;
   mutable std::mutex mutex_;
   std::map<std::pair<int, std::string>, std::shared_ptr<CompiledGrammar>> cache_;

@@ -5,7 +5,10 @@
 namespace strata::grammar {
 
 TokenMasker::TokenMasker(StackForest& forest, std::shared_ptr<const TokenVocabulary> vocabulary)
-    : forest_(forest), vocab_(std::move(vocabulary)), words_((vocab_->size() + 31) / 32) {}
+    : forest_(forest),
+      vocab_(std::move(vocabulary)),
+      words_((vocab_->size() + 31) / 32),
+      state_capacity_(std::max<size_t>(16, kStateCacheBytes / (4 * words_ + 1))) {}
 
 TokenMasker::PositionMask TokenMasker::walk_vocabulary(uint32_t frame) {
   PositionMask out;
@@ -20,7 +23,7 @@ TokenMasker::PositionMask TokenMasker::walk_vocabulary(uint32_t frame) {
   level[0] = {frame};
   size_t valid = 0;  // level[0..valid] hold the previous token's prefix
   for (size_t k = 0; k < ids.size();) {
-    const std::string& s = vocab_->bytes(ids[k]);
+    const std::string_view s = vocab_->sorted_bytes(k);
     size_t d = std::min<size_t>(lcp[k], valid);
     bool dead = false;
     for (; d < s.size(); ++d) {
@@ -95,7 +98,7 @@ void TokenMasker::fill_mask(const NodeSet& state, std::span<uint32_t> words) {
     }
   }
   std::copy(mask.begin(), mask.end(), words.begin());
-  if (by_state_.size() >= kStateCacheCapacity) by_state_.clear();
+  if (by_state_.size() >= state_capacity_) by_state_.clear();
   by_state_.emplace(state, std::move(mask));
 }
 

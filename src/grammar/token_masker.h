@@ -55,8 +55,10 @@ class TokenMasker {
   std::shared_ptr<const TokenVocabulary> vocab_;
   size_t words_;
   std::unordered_map<uint32_t, PositionMask> by_position_;
-  // Bounded: cleared when full (states of one grammar are few in practice).
-  static constexpr size_t kStateCacheCapacity = 4096;
+  // Bounded by bytes (a 151k vocabulary's mask is 19 KB): cleared when full. A decode
+  // revisits few states, so a few hundred hold a schema's working set.
+  static constexpr size_t kStateCacheBytes = size_t{8} << 20;
+  size_t state_capacity_;
   std::map<NodeSet, std::vector<uint32_t>> by_state_;
   NodeSet a_, b_;
 };

@@ -27,12 +27,14 @@ TokenVocabulary::TokenVocabulary(std::vector<std::optional<std::string>> bytes) 
     while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
     lcp_[k] = n;
   }
-  end_offset_.resize(sorted_.size());
+  end_offset_.resize(sorted_.size() + 1);
   uint32_t total = 0;
   for (size_t k = 0; k < sorted_.size(); ++k) {
     end_offset_[k] = total;
     total += static_cast<uint32_t>(bytes_[sorted_[k]].size());
+    sorted_bytes_ += bytes_[sorted_[k]];
   }
+  end_offset_[sorted_.size()] = total;
   subtree_end_.resize(total);
   // Backwards: a neighbour sharing the first d + 1 bytes ends the same subtree.
   for (size_t k = sorted_.size(); k-- > 0;) {

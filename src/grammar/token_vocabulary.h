@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace strata::tok {
@@ -34,6 +35,11 @@ class TokenVocabulary {
   // The first sorted index after k whose token does not start with sorted[k]'s first d + 1
   // bytes (d < its length): skipping a refused prefix is one lookup, not a scan.
   uint32_t subtree_end(size_t k, size_t d) const { return subtree_end_[end_offset_[k] + d]; }
+  // The bytes of sorted()[k], from one buffer in sorted order (the walks read it in order).
+  std::string_view sorted_bytes(size_t k) const {
+    return std::string_view(sorted_bytes_)
+        .substr(end_offset_[k], end_offset_[k + 1] - end_offset_[k]);
+  }
 
  private:
   std::vector<std::string> bytes_;
@@ -41,7 +47,10 @@ class TokenVocabulary {
   std::vector<int> sorted_;
   std::vector<uint32_t> lcp_;
   size_t max_length_ = 0;
-  std::vector<uint32_t> end_offset_;   // per sorted index: where its row of subtree_end_ starts
+  // Per sorted index (and one past the end): where its bytes start in sorted_bytes_, which is
+  // also where its row of subtree_end_ starts.
+  std::vector<uint32_t> end_offset_;
+  std::string sorted_bytes_;
   std::vector<uint32_t> subtree_end_;  // one entry per byte of every token
 };
 
