@@ -132,6 +132,21 @@ TEST(StructuredOutputServer, GenerateRegexEbnfAndJsonSchema) {
   }
 }
 
+TEST(StructuredOutputServer, GenerateJsonSchemaObjectKeepsPropertyOrder) {
+  Harness h({}, 4096, 16, "llama", test::tiny_tokenizer_dir());
+  // Written by hand: "z" before "a", which a sorted JSON object would swap.
+  const std::string body = R"({"text": "hi", "sampling_params": {"max_new_tokens": 60,
+      "temperature": 1.0, "seed": 2, "json_schema": {"type": "object", "properties": {
+      "z": {"type": "boolean"}, "a": {"enum": [1, 2]}}, "required": ["z", "a"],
+      "additionalProperties": false}}})";
+  httplib::Client c = h.client();
+  auto res = c.Post("/generate", body, "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const std::string text = json::parse(res->body)["text"];
+  EXPECT_TRUE(text.rfind("{\"z\":", 0) == 0 && text.find(",\"a\":") != std::string::npos) << text;
+}
+
 TEST(StructuredOutputServer, ConstraintsThatDoNotCompileAre400sNamingTheProblem) {
   Harness h({}, 4096, 16, "llama", test::tiny_tokenizer_dir());
   const json bad_schema = {

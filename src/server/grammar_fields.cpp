@@ -84,15 +84,14 @@ std::shared_ptr<grammar::CompiledGrammar> read_openai_grammar(const ServerContex
 }
 
 std::shared_ptr<grammar::CompiledGrammar> read_generate_grammar(const ServerContext& ctx,
-                                                                const json& sp) {
+                                                                const ordered_json& sp) {
   if (!sp.is_object()) return nullptr;
   auto constraints = plain_constraints(sp);
   if (sp.contains("json_schema") && !sp["json_schema"].is_null()) {
-    const json& js = sp["json_schema"];
+    const ordered_json& js = sp["json_schema"];
     if (!js.is_string() && !js.is_object())
       throw HttpError(400, "'json_schema' must be a JSON schema, as a string or an object",
                       "json_schema");
-    // A string keeps the client's property order; an object arrives with sorted keys.
     constraints.push_back(
         {"json_schema",
          {GrammarSpec::Kind::JsonSchema, js.is_string() ? js.get<std::string>() : js.dump()}});

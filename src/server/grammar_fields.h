@@ -4,7 +4,7 @@
 //    "json_schema": {"name", "schema", "strict", "description"}}, and SGLang's extra top-level
 //    `regex` and `ebnf`;
 //  - /generate: sampling_params `json_schema` (JSON text, as SGLang sends it, or an object),
-//    `regex`, `ebnf`.
+//    `regex`, `ebnf`. Both read the body as written (ordered_json).
 // At most one constraint per request. A constraint that does not compile is a 400 naming the
 // field and what the engine refused (for schemas: the keyword and where it is).
 #include <memory>
@@ -17,7 +17,7 @@ namespace strata {
 // properties keep their order (the output follows it, as OpenAI's does).
 std::shared_ptr<grammar::CompiledGrammar> read_openai_grammar(const ServerContext& ctx,
                                                               const ordered_json& body);
-std::shared_ptr<grammar::CompiledGrammar> read_generate_grammar(const ServerContext& ctx,
-                                                                const json& sampling_params);
+std::shared_ptr<grammar::CompiledGrammar> read_generate_grammar(
+    const ServerContext& ctx, const ordered_json& sampling_params);
 
 }  // namespace strata
