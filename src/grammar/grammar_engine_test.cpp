@@ -9,6 +9,7 @@
 #include <random>
 
 #include "grammar/ebnf.h"
+#include "grammar/grammar_compiler.h"
 #include "grammar/grammar_test_util.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex_rules.h"
@@ -306,6 +307,16 @@ TEST(GrammarEngine, SchemaGrammarShapes) {
   EXPECT_FALSE(full_match(g, R"({"id":1,"xs":[1,2,3],"next":null})"));  // maxItems
   EXPECT_FALSE(full_match(g, R"({"id":01,"next":null})"));
   EXPECT_FALSE(full_match(g, R"({"next":null,"id":1})"));  // schema order
+}
+
+TEST(GrammarEngine, CompilerCachesByKindAndText) {
+  GrammarCompiler compiler(test::byte_vocabulary());
+  const auto a = compiler.compile({GrammarSpec::Kind::Regex, "[ab]+"});
+  EXPECT_EQ(compiler.compile({GrammarSpec::Kind::Regex, "[ab]+"}), a);
+  EXPECT_NE(compiler.compile({GrammarSpec::Kind::Ebnf, "root ::= [ab]+"}), a);
+  EXPECT_EQ(compiler.cached(), 2u);
+  EXPECT_THROW(compiler.compile({GrammarSpec::Kind::JsonSchema, "{\"type\": 3"}), GrammarError);
+  EXPECT_EQ(compiler.cached(), 2u);  // failures are not cached
 }
 
 }  // namespace
