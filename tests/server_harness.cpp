@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "grammar/grammar_compiler.h"
 #include "test_util.h"
 
 namespace strata::test {
@@ -57,7 +58,13 @@ Harness::Harness(const std::string& fixture, const RunnerOptions& runner,
   so.port = 0;
   so.served_model_name = served_name.empty() ? fixture : served_name;
   so.http_threads = 300;
-  http_ = std::make_unique<HttpServer>(ServerContext{*engine_, metrics_, codec_.get(), so});
+  ServerContext ctx{*engine_, metrics_, codec_.get(), so};
+  if (codec_)
+    ctx.grammars = std::make_shared<grammar::GrammarCompiler>(
+        grammar::TokenVocabulary::from_tokenizer(codec_->tokenizer()));
+  else
+    ctx.grammar_unavailable = "the server has no tokenizer";
+  http_ = std::make_unique<HttpServer>(std::move(ctx));
   port_ = http_->bind();
   engine_->start();
   thread_ = std::thread([this] { http_->serve(); });

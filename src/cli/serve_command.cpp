@@ -14,6 +14,7 @@
 #include "cli/common_flags.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "grammar/grammar_compiler.h"
 #include "runtime/scheduler.h"
 #include "server/http_server.h"
 #include "server/tokenizer_codec.h"
@@ -42,6 +43,9 @@ struct ServeFlags {
   bool enable_metrics = false;     // accepted: /metrics is always served
   bool trust_remote_code = false;  // accepted: strata runs no code from model directories
   std::string tool_call_parser;
+  // SGLang's --grammar-backend: xgrammar, outlines and llguidance all name strata's own engine
+  // (src/grammar), "none" turns structured output off.
+  std::string grammar_backend = "xgrammar";
 };
 
 // --allowed-origins as vLLM spells its value (a JSON list, '["*"]') or as plain origins.
@@ -89,6 +93,12 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
     if (!g.empty() && g.front() == '[' && !json::parse(g, nullptr, false).is_array())
       problems.push_back(
           fmt::format("--allowed-origins '{}' is not a JSON list; give origins, or '[\"*\"]'", g));
+  if (f.grammar_backend != "xgrammar" && f.grammar_backend != "outlines" &&
+      f.grammar_backend != "llguidance" && f.grammar_backend != "none")
+    problems.push_back(fmt::format(
+        "--grammar-backend must be one of xgrammar, outlines, llguidance (each runs strata's "
+        "grammar engine) or none; got '{}'",
+        f.grammar_backend));
   if (f.http_threads < 4 || f.http_threads > 4096)
     problems.push_back(fmt::format("--http-threads must be in 4..4096, got {}", f.http_threads));
   return problems;
@@ -192,7 +202,8 @@ int run(const ServeFlags& f) {
                     {"log_requests", f.log_requests},
                     {"api_key_set", !f.api_key.empty()},
                     {"allowed_origins", so.allowed_origins},
-                    {"tool_call_parser", f.tool_call_parser}};
+                    {"tool_call_parser", f.tool_call_parser},
+                    {"grammar_backend", f.grammar_backend}};
   so.served_model_name =
       !f.served_model_name.empty()
           ? f.served_model_name
@@ -217,7 +228,16 @@ int run(const ServeFlags& f) {
   Scheduler scheduler(runner, sched);
   if (codec) scheduler.set_detokenizer([&codec](bool skip) { return codec->stream(skip); });
   auto engine = std::make_unique<Engine>(scheduler, metrics);
-  HttpServer http(ServerContext{*engine, metrics, codec.get(), so});
+  ServerContext ctx{*engine, metrics, codec.get(), so};
+  if (f.grammar_backend == "none") {
+    ctx.grammar_unavailable = "the server was started with --grammar-backend none";
+  } else if (!codec) {
+    ctx.grammar_unavailable = "the server has no tokenizer (start it with --tokenizer-path DIR)";
+  } else {
+    ctx.grammars = std::make_shared<grammar::GrammarCompiler>(
+        grammar::TokenVocabulary::from_tokenizer(codec->tokenizer()));
+  }
+  HttpServer http(std::move(ctx));
   const int port = http.bind();
   engine->start();
 
@@ -285,6 +305,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tool-call-parser", flags->tool_call_parser,
                   "how tool calls are read from the output: hermes | qwen25 | qwen | llama3 "
                   "(default: from the chat template)");
+  cmd->add_option("--grammar-backend", flags->grammar_backend,
+                  "structured output: xgrammar | outlines | llguidance (all strata's own grammar "
+                  "engine) | none (off)");
   cmd->callback([flags, &exit_code]() { exit_code = run_command([&] { return run(*flags); }); });
 }
 

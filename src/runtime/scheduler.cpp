@@ -6,6 +6,8 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "grammar/compiled_grammar.h"
 #include "model/json_util.h"
 #include "ops/logprobs.h"
 #include "runtime/batch_builder.h"
@@ -34,6 +36,7 @@ struct Scheduler::Req {
   // completed by a later token could still begin in.
   std::unique_ptr<TextStream> text;
   std::string text_tail;
+  std::unique_ptr<grammar::GrammarMatcher> matcher;  // with a grammar: where its output is
 
   int generated() const { return static_cast<int>(tokens.size()) - prompt_len; }
   bool prefilling() const { return cached < prefill_end; }
@@ -110,6 +113,7 @@ void Scheduler::submit(uint64_t id, ServeRequest request) {
   r->tokens = request.input_ids;
   r->prompt_len = static_cast<int>(request.input_ids.size());
   if (request.sampling.adjusts_logits()) r->counts = TokenCounts(request.input_ids);
+  if (request.grammar) r->matcher = std::make_unique<grammar::GrammarMatcher>(request.grammar);
   r->request = std::move(request);
   if (r->request.sampling.max_new_tokens == 0) {  // nothing to compute
     r->out.finished = true;
@@ -355,8 +359,42 @@ void Scheduler::add_draw(ForwardBatch& batch, const Req& r) const {
   if (r.prefilling()) return;  // mid-prompt: its draw is not used
   append_logit_edits(batch.logit_edits, b, runner_.config().vocab_size, q.sampling, r.counts,
                      options_.eos_token_ids);
+  if (r.matcher) add_grammar_mask(batch, b, r);
   batch.top_logprobs = std::max(batch.top_logprobs, q.top_logprobs);
   if (q.return_logits) batch.raw_logit_rows.push_back(b);
+}
+
+void Scheduler::add_grammar_mask(ForwardBatch& batch, int b, const Req& r) const {
+  grammar::GrammarMatcher& m = *r.matcher;
+  const SamplingParams& p = r.request.sampling;
+  const int vocab = runner_.config().vocab_size;
+  const int64_t words = token_mask_words(vocab);
+  // The grammar's vocabulary is the tokenizer's; ids beyond it (padding rows of the LM head)
+  // are never allowed.
+  std::vector<uint32_t> bits(static_cast<size_t>(words) * 2, 0);
+  const size_t grammar_words = (static_cast<size_t>(m.vocabulary_size()) + 31) / 32;
+  if (grammar_words <= bits.size()) {
+    m.fill_mask(std::span<uint32_t>(bits.data(), grammar_words));
+  } else {
+    std::vector<uint32_t> full(grammar_words);
+    m.fill_mask(full);
+    std::copy_n(full.begin(), bits.size(), bits.begin());
+  }
+  const bool any = std::any_of(bits.begin(), bits.end(), [](uint32_t w) { return w != 0; });
+  // Stop tokens once the grammar accepts; also if nothing else is left (a vocabulary that
+  // cannot spell the rest), so that the request ends instead of drawing a banned token.
+  if (m.can_finish() || !any) {
+    auto allow = [&](int id) {
+      if (id >= 0 && id < vocab) bits[id >> 5] |= uint32_t{1} << (id & 31);
+    };
+    if (p.stop_at_eos)
+      for (int id : options_.eos_token_ids) allow(id);
+    for (int id : p.stop_token_ids) allow(id);
+  }
+  batch.mask_rows.push_back(b);
+  for (int64_t w = 0; w < words; ++w)
+    batch.token_masks.push_back(static_cast<uint64_t>(bits[2 * w]) |
+                                (static_cast<uint64_t>(bits[2 * w + 1]) << 32));
 }
 
 void Scheduler::take_draw(Req& r, int b, const ForwardBatch& batch,
@@ -382,6 +420,19 @@ void Scheduler::accept(Req& r, int token) {
   if (is_stop_token(q.sampling, options_.eos_token_ids, token)) {
     r.out.matched_stop_token = token;
     return finish(r, "stop");
+  }
+  if (r.matcher) {
+    // The mask allowed only what the grammar takes; a refusal means every allowed token was
+    // banned by the request's own edits (a stop token under min_tokens where only stopping
+    // is left): end the request rather than emit text outside the grammar.
+    if (!r.matcher->accept_token(token)) {
+      r.tokens.pop_back();
+      r.out.token_ids.pop_back();
+      log::warning("request {}: no token the grammar allows could be drawn; ending it", r.id);
+      return finish(r, "abort");
+    }
+    // A complete match that cannot grow: done, without a pass to draw the stop token.
+    if (r.matcher->must_finish()) return finish(r, "stop");
   }
   // Before the length check: text cut at a stop string ends with "stop" even on the last token.
   if (matches_stop_string(r, token)) return finish(r, "stop");

@@ -30,6 +30,10 @@
 #include "runtime/sampler.h"
 #include "runtime/text_stream.h"
 
+namespace strata::grammar {
+class CompiledGrammar;
+}
+
 namespace strata {
 
 struct SchedulerOptions {
@@ -51,6 +55,9 @@ struct ServeRequest {
   std::vector<std::string> stop_strings;  // matched on the decoded output text
   bool skip_special_tokens = true;        // of that text (and of the server's)
   bool return_logits = false;  // the full logits row behind each token (tests, debugging)
+  // Structured output: every draw is masked to the tokens the grammar allows next (stop
+  // tokens only once it accepts), and the request stops when the grammar can only stop.
+  std::shared_ptr<grammar::CompiledGrammar> grammar;
 };
 
 // What one step produced for one request: its new tokens, and whether it is done.
@@ -112,6 +119,8 @@ class Scheduler {
   void retract_until_decode_fits();
   // What r's next draw needs in the pass: its sampling row, logit edits, logprobs, raw row.
   void add_draw(ForwardBatch& batch, const Req& r) const;
+  // r's grammar mask for row b of the pass (r has a grammar).
+  void add_grammar_mask(ForwardBatch& batch, int b, const Req& r) const;
   // Records the token the pass drew for r (row b), its logprobs and raw logits if asked for,
   // then accept()s it.
   void take_draw(Req& r, int b, const ForwardBatch& batch, ModelRunner::SampledTokens& drawn,

@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include "core/error.h"
+#include "server/grammar_fields.h"
 #include "server/request_fields.h"
 #include "server/request_parsing.h"
 #include "server/serving.h"
@@ -56,11 +57,12 @@ std::vector<std::vector<int>> generate_prompts(const ServerContext& ctx, const j
 ServeRequest read_sampling_params(const json& sp, const json& body) {
   if (!sp.is_object())
     throw HttpError(400, "'sampling_params' must be an object", "sampling_params");
-  check_fields(sp,
-               {"max_new_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
-                "stop_token_ids", "ignore_eos", "skip_special_tokens", "presence_penalty",
-                "frequency_penalty", "repetition_penalty", "min_new_tokens", "logit_bias", "n"},
-               "sampling_params");
+  check_fields(
+      sp,
+      {"max_new_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids",
+       "ignore_eos", "skip_special_tokens", "presence_penalty", "frequency_penalty",
+       "repetition_penalty", "min_new_tokens", "logit_bias", "n", "json_schema", "regex", "ebnf"},
+      "sampling_params");
   ServeRequest r;
   r.sampling = read_sampling_controls(sp, "min_new_tokens");
   r.sampling.max_new_tokens = static_cast<int>(
@@ -75,7 +77,10 @@ ServeRequest read_sampling_params(const json& sp, const json& body) {
   return r;
 }
 
-GenerateRequest parse_generate(const ServerContext& ctx, const json& body) {
+// `ordered`: the same body with its key order (a json_schema object keeps its properties'
+// order, which the output follows).
+GenerateRequest parse_generate(const ServerContext& ctx, const json& body,
+                               const ordered_json& ordered) {
   check_fields(body,
                {"text", "input_ids", "sampling_params", "stream", "return_logprob",
                 "top_logprobs_num", "return_text_in_logprobs", "rid"},
@@ -103,7 +108,13 @@ GenerateRequest parse_generate(const ServerContext& ctx, const json& body) {
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     const json& sp = sps.is_array() ? sps[i] : sps;
-    const ServeRequest base = read_sampling_params(sp, body);
+    ServeRequest base = read_sampling_params(sp, body);
+    const ordered_json no_params = ordered_json::object();
+    const auto sps_ordered = ordered.find("sampling_params");
+    const ordered_json& osp = sps_ordered == ordered.end() || sps_ordered->is_null() ? no_params
+                              : sps_ordered->is_array() ? (*sps_ordered)[i]
+                                                        : *sps_ordered;
+    base.grammar = read_generate_grammar(ctx, osp);
     const int64_t n = sp.is_object() ? get_integer(sp, "n").value_or(1) : 1;
     if (n < 1 || n > kMaxChoices)
       throw HttpError(400, fmt::format("'n' must be between 1 and {}, got {}", kMaxChoices, n),
@@ -134,7 +145,8 @@ struct Answer {
 
 void handle_generate(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const json body = parse_body(req.body);
-  auto g = std::make_shared<GenerateRequest>(parse_generate(ctx, body));
+  auto g =
+      std::make_shared<GenerateRequest>(parse_generate(ctx, body, ordered_json::parse(req.body)));
   for (const auto& r : g->requests) ctx.engine.scheduler().validate(r);  // all, before any runs
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (auto& r : g->requests) streams.push_back(ctx.engine.submit(r));

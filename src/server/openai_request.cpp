@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "server/grammar_fields.h"
 #include "server/request_fields.h"
 #include "server/request_parsing.h"
 #include "server/tool_calls.h"
@@ -206,6 +207,9 @@ CompletionRequest parse_completion_request(const ServerContext& ctx, const json&
                                                "repetition_penalty",
                                                "min_tokens",
                                                "logit_bias",
+                                               "response_format",
+                                               "regex",
+                                               "ebnf",
                                                "skip_special_tokens"};
   std::set<std::string> known = common;
   static const std::vector<std::string> chat_only = {"messages",
@@ -270,6 +274,7 @@ CompletionRequest parse_completion_request(const ServerContext& ctx, const json&
   const SamplingParams controls = read_sampling_controls(body, "min_tokens");
   const auto seed = get_integer(body, "seed");
   const bool skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(true);
+  const auto grammar = read_openai_grammar(ctx, ordered);
 
   std::vector<std::vector<int>> prompts;
   if (chat) {
@@ -307,6 +312,7 @@ CompletionRequest parse_completion_request(const ServerContext& ctx, const json&
       r.stop_strings = stops;
       r.skip_special_tokens = skip_special_tokens;
       r.top_logprobs = top;
+      r.grammar = grammar;
       c.choices.push_back(std::move(r));
     }
   }

@@ -41,16 +41,11 @@ const std::map<std::string, Kind>& harmless_fields() {
 // Fields that would change the answer, which strata does not do; each with what to do instead.
 const std::map<std::string, std::string>& unsupported_fields() {
   static const std::map<std::string, std::string> fields = {
-      {"response_format",
-       "structured output is not supported; leave it out or {\"type\": \"text\"}"},
-      {"json_schema", "structured output is not supported"},
-      {"regex", "structured output is not supported"},
-      {"ebnf", "structured output is not supported"},
-      {"structural_tag", "structured output is not supported"},
-      {"guided_json", "structured output is not supported"},
-      {"guided_regex", "structured output is not supported"},
-      {"guided_choice", "structured output is not supported"},
-      {"guided_grammar", "structured output is not supported"},
+      {"structural_tag", "structural tags are not supported; use response_format json_schema"},
+      {"guided_json", "use response_format json_schema (or json_schema in sampling_params)"},
+      {"guided_regex", "use regex"},
+      {"guided_choice", "use regex with alternatives, e.g. \"(yes|no)\""},
+      {"guided_grammar", "use ebnf (GBNF notation)"},
       {"stop_regex", "stop strings are matched literally; use 'stop'"},
       {"prompt_logprobs", "prompt logprobs are not returned; output logprobs are ('logprobs')"},
       {"return_text_in_logprobs_list", "not supported"},
@@ -123,8 +118,6 @@ void check_fields(const json& obj, const std::set<std::string>& known, const std
     }
     if (const auto u = unsupported_fields().find(key); u != unsupported_fields().end()) {
       if (value.is_null()) continue;
-      if (key == "response_format" && value.is_object() && value.value("type", "") == "text")
-        continue;
       throw HttpError(400, fmt::format("'{}' is not supported by this server: {}", key, u->second),
                       key);
     }

@@ -32,14 +32,14 @@ TEST(RequestFields, UnknownAndHarmlessFieldsAreAcceptedWrongTypesAreNot) {
 }
 
 TEST(RequestFields, FieldsThatWouldChangeTheAnswerAreRefusedByName) {
-  for (const char* bad : {R"({"response_format": {"type": "json_object"}})",
-                          R"({"regex": "[a-z]+"})", R"({"prompt_logprobs": 1})"}) {
+  for (const char* bad : {R"({"guided_json": {"type": "object"}})", R"({"guided_regex": "[a-z]+"})",
+                          R"({"prompt_logprobs": 1})"}) {
     const json j = json::parse(bad);
     const auto [message, param] = error_of([&] { check_fields(j, {}, "the request"); });
-    EXPECT_NE(message.find("not supported"), std::string::npos) << bad;
+    EXPECT_NE(message.find("is not supported by this server"), std::string::npos) << bad;
     EXPECT_EQ(param, j.begin().key());
   }
-  EXPECT_NO_THROW(check_fields(json::parse(R"({"regex": null})"), {}, "sampling_params"));
+  EXPECT_NO_THROW(check_fields(json::parse(R"({"guided_regex": null})"), {}, "sampling_params"));
 }
 
 TEST(RequestFields, SamplingControlsAreReadWithTheirTypesChecked) {

@@ -20,6 +20,10 @@ struct Response;
 class DataSink;
 }  // namespace httplib
 
+namespace strata::grammar {
+class GrammarCompiler;
+}
+
 namespace strata {
 
 struct ServerOptions {
@@ -68,6 +72,10 @@ struct ServerContext {
   const TextCodec* codec;  // null: the model directory has no tokenizer
   ServerOptions options;
   std::shared_ptr<RidRegistry> rids = std::make_shared<RidRegistry>();
+  // Structured output (response_format, regex, json_schema, ebnf); null without a tokenizer
+  // or with --grammar-backend none, and such requests get a 400 saying which.
+  std::shared_ptr<grammar::GrammarCompiler> grammars = nullptr;
+  std::string grammar_unavailable = std::string();  // why grammars is null
 };
 
 // The connection of the request a handler is serving: whether its client went away.
