@@ -89,6 +89,11 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
     if (!g.empty() && g.front() == '[' && !json::parse(g, nullptr, false).is_array())
       problems.push_back(
           fmt::format("--allowed-origins '{}' is not a JSON list; give origins, or '[\"*\"]'", g));
+  if (pipeline_flags_given(f.model))
+    problems.push_back(
+        "--pp-size / --pp-layer-partition: strata serve runs the model as one stage (serving "
+        "over a pipeline is not built yet); leave them out, or use strata generate for "
+        "pipelined runs");
   if (f.http_threads < 4 || f.http_threads > 4096)
     problems.push_back(fmt::format("--http-threads must be in 4..4096, got {}", f.http_threads));
   return problems;
@@ -146,13 +151,14 @@ int run(const ServeFlags& f) {
   const std::unique_ptr<TokenizerCodec> codec = load_tokenizer(f, config, problems);
   RunnerOptions options;
   try {
-    options = f.model.runner_options();
+    options = f.model.runner_options(&config);
     options.max_running_requests = f.max_running_requests;
     options.radix_cache = !f.disable_radix_cache;
     for (auto& p : options.problems(config)) problems.push_back(std::move(p));
   } catch (const Error& e) {
     problems.push_back(e.what());
   }
+  if (problems.size() == 1) fail("{}", problems.front());
   if (!problems.empty()) fail("invalid configuration:\n  - {}", fmt::join(problems, "\n  - "));
 
   SchedulerOptions sched;
