@@ -13,6 +13,7 @@
 #include "dist/launch.h"
 #include "dist/partition.h"
 #include "dist/pipeline_job.h"
+#include "runtime/eos_tokens.h"
 #include "runtime/generator.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -132,7 +133,10 @@ int run(const GenerateFlags& f) {
         "--input-ids-file FILE");
   }
 
-  const ModelConfig config = ModelConfig::load(f.model.model);
+  ModelConfig config = ModelConfig::load(f.model.model);
+  // --stop-at-eos stops where serve would (runtime/eos_tokens.h: one EOS set for both).
+  config.eos_token_ids = model_eos_token_ids(
+      config, tokenizer ? tokenizer_eos_token_id(*tokenizer, tokenizer_dir) : std::optional<int>());
   RunnerOptions options = f.model.runner_options(&config);
   const PipelineSetup pipeline = f.model.pipeline_setup();
   std::vector<GenerateRequest> requests;
