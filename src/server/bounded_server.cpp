@@ -82,6 +82,9 @@ class BoundedServer::Connection : public httplib::Stream {
     --server_.reading_;
   }
 
+  // The last request was not read within its deadline.
+  bool too_slow() const { return too_slow_; }
+
   bool is_readable() const override { return begin_ < end_ || poll_for(sock_, POLLIN, kSlice) > 0; }
 
   bool is_writable() const override {
@@ -122,7 +125,10 @@ class BoundedServer::Connection : public httplib::Stream {
         const milliseconds limit = server_.under_pressure()
                                        ? server_.limits_.request_read_under_pressure
                                        : server_.limits_.request_read;
-        if (Clock::now() - read_started_ >= limit) return false;  // too slow: the connection ends
+        if (Clock::now() - read_started_ >= limit) {
+          too_slow_ = true;  // the connection ends after httplib's 400
+          return false;
+        }
       }
       const int rc = poll_for(sock_, POLLIN, kSlice);
       if (rc < 0) return false;
@@ -153,6 +159,7 @@ class BoundedServer::Connection : public httplib::Stream {
   char buffer_[4096];
   size_t begin_ = 0, end_ = 0;
   bool reading_ = false;
+  bool too_slow_ = false;
   Clock::time_point read_started_;
 };
 
@@ -174,7 +181,8 @@ bool BoundedServer::process_and_close_socket(socket_t sock) {
           req.set_header("Content-Length", "0");
       });
       connection.end_read();
-      if (!ok || closed) break;
+      // A client too slow for one request is not given the time for another.
+      if (!ok || closed || connection.too_slow()) break;
     }
   }
   shutdown(sock, SHUT_RDWR);
