@@ -2,13 +2,15 @@
 # Builds the libFuzzer targets (fuzz/*_fuzz.cpp) with Debian's clang and AddressSanitizer +
 # UndefinedBehaviorSanitizer into build-fuzz/: only the parsing code they reach is compiled
 # (one archive, each target links what it uses), so this stays small next to the main builds.
+# No debug info (it slows the compile of these template-heavy files): reports name functions;
+# FUZZ_DEBUG=1 adds -g to reproduce a saved crash input with file:line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CXX=${FUZZ_CXX:-clang++}
 OUT=build-fuzz
 mkdir -p "$OUT/obj"
 SAN=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
-FLAGS=(-std=c++20 -O1 -g1 -Isrc "${SAN[@]}" $(pkg-config --cflags fmt libpcre2-8 libutf8proc))
+FLAGS=(-std=c++20 -O1 ${FUZZ_DEBUG:+-g} -Isrc "${SAN[@]}" $(pkg-config --cflags fmt libpcre2-8 libutf8proc))
 LIBS=($(pkg-config --libs fmt libpcre2-8 libutf8proc))
 SOURCES=(
   core/dtype.cpp core/log.cpp
