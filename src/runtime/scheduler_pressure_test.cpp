@@ -74,12 +74,12 @@ TEST(SchedulerErrors, ARequestErrorInAStepFailsThatRequestAndTheRestCarryOn) {
 }
 
 TEST(SchedulerPressure, RetractionUnderATinyKVCacheMakesProgressWithoutPingPong) {
-  // 32 requests of 16 + 100 tokens over 256 KV slots: two fit at a time.
-  RunnerOptions o = test::default_options(1, 32);
+  // 12 requests of 16 + 100 tokens over 256 KV slots: two fit at a time.
+  RunnerOptions o = test::default_options(1, 12);
   o.max_total_tokens = 256;
   ModelRunner runner(ModelConfig::load(test::fixture_dir("llama")), o);
   Scheduler s(runner, SchedulerOptions{});
-  constexpr int kRequests = 32, kNew = 100;
+  constexpr int kRequests = 12, kNew = 100;
   for (uint64_t id = 0; id < kRequests; ++id) {
     std::vector<int> prompt;
     for (int i = 0; i < 16; ++i) prompt.push_back(static_cast<int>((id * 31 + i * 7) % 500));
@@ -101,7 +101,7 @@ TEST(SchedulerPressure, RetractionUnderATinyKVCacheMakesProgressWithoutPingPong)
   int first_step = INT32_MAX;
   for (const auto& [id, d] : done) first_step = std::min(first_step, d.finished_at_step);
   EXPECT_EQ(done.at(0).finished_at_step, first_step);
-  std::printf("32 requests over 256 KV slots: %d steps, %lld forward passes, %lld retractions\n",
+  std::printf("12 requests over 256 KV slots: %d steps, %lld forward passes, %lld retractions\n",
               steps, static_cast<long long>(stats.forward_passes),
               static_cast<long long>(stats.retractions));
 }

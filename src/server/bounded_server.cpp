@@ -62,7 +62,7 @@ class BoundedServer::Connection : public httplib::Stream {
       const milliseconds limit = server_.under_pressure()
                                      ? server_.limits_.request_read_under_pressure
                                      : server_.limits_.keep_alive;
-      if (idle >= limit || !server_.is_running()) return false;
+      if (idle >= limit || server_.stopping()) return false;
       const int rc = poll_for(sock_, POLLIN, kSlice);
       if (rc < 0) return false;
       if (rc > 0) return true;
@@ -133,7 +133,7 @@ class BoundedServer::Connection : public httplib::Stream {
       const int rc = poll_for(sock_, POLLIN, kSlice);
       if (rc < 0) return false;
       if (rc == 0) {
-        if (!reading_ && !server_.is_running()) return false;
+        if (!reading_ && server_.stopping()) return false;
         continue;
       }
       ssize_t n;
@@ -171,7 +171,7 @@ bool BoundedServer::process_and_close_socket(socket_t sock) {
     Connection connection(sock, *this);
     // As httplib's own loop: up to keep_alive_max_count_ requests per connection, the last one
     // answered with "Connection: close".
-    for (size_t left = keep_alive_max_count_; left > 0 && is_running(); --left) {
+    for (size_t left = keep_alive_max_count_; left > 0 && !stopping(); --left) {
       if (!connection.wait_for_request()) break;
       connection.begin_read();
       bool closed = false;

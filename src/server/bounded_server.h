@@ -38,6 +38,9 @@ class BoundedServer : public httplib::Server {
   class Connection;
   bool process_and_close_socket(socket_t sock) override;
   bool under_pressure() const { return reading_.load() * 2 > limits_.threads; }
+  // stop() closes the listening socket at once (is_running() turns false only after every
+  // connection has ended, so waiting on it would keep idle connections open until timeout).
+  bool stopping() const { return svr_sock_ == INVALID_SOCKET; }
 
   ConnectionLimits limits_;
   std::atomic<int> reading_{0};
