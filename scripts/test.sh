@@ -24,3 +24,14 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$PWD/scri
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   ctest --test-dir build-asan -j"$JOBS" --output-on-failure -R Pipeline
 
+
+# Fuzzing (fuzz/README.md): the parsers' libFuzzer targets, built with clang under ASan + UBSan,
+# each from its seed corpus for a bounded time; a crash, sanitizer report or hang fails here.
+# 10 s per target in CI; STRATA_HEAVY_TESTS=1 runs each for 5 minutes; FUZZ_SECONDS=0 skips.
+if [ "${FUZZ_SECONDS:-10}" = 0 ]; then
+  echo "fuzzing skipped: FUZZ_SECONDS=0"
+elif command -v clang++ >/dev/null; then
+  ./fuzz/run.sh "$([ -n "${STRATA_HEAVY_TESTS:-}" ] && echo 300 || echo "${FUZZ_SECONDS:-10}")"
+else
+  echo "fuzzing skipped: clang++ is not installed (apt-get install clang)"
+fi

@@ -1,11 +1,18 @@
 #include "cli/common_flags.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "core/error.h"
 #include "dist/partition.h"
 
 namespace strata::cli {
+
+namespace {
+// One process per stage, each with its own weights and KV cache: more stages than this is a
+// typo, not a cluster.
+constexpr int kMaxPipelineStages = 256;
+}  // namespace
 
 void ModelFlags::add_to(CLI::App& app) {
   app.add_option("--model,--model-path", model,
@@ -23,9 +30,10 @@ void ModelFlags::add_to(CLI::App& app) {
   app.add_option("--base-gpu-id", base_gpu_id,
                  "GPU: the first GPU to use; pipeline stages take one GPU each from there");
   app.add_option("--page-size", page_size, "KV cache page size in tokens");
-  app.add_option("--pp-size", pp_size,
-                 "pipeline-parallel stages, one process each (started through mpirun); with "
-                 "--device cuda one GPU each");
+  pp_size_option =
+      app.add_option("--pp-size", pp_size,
+                     "pipeline-parallel stages, one process each (started through mpirun); with "
+                     "--device cuda one GPU each");
   app.add_option(
       "--pp-layer-partition", pp_layer_partition,
       "decoder layers per stage, like 2,3,3 (default: even split, remainder on the last stages)");
@@ -50,8 +58,15 @@ void ModelFlags::add_to(CLI::App& app) {
                  "--page-size)");
 }
 
-RunnerOptions ModelFlags::runner_options() const {
+RunnerOptions ModelFlags::runner_options(const ModelConfig* config) const {
   if (page_size < 1) fail("--page-size must be at least 1, got {}", page_size);
+  if (config && config->max_position_embeddings > 0 &&
+      context_length > config->max_position_embeddings)
+    fail(
+        "--context-length {} exceeds the model's max_position_embeddings {} ({}/config.json): "
+        "positions beyond it were never trained; use at most {}",
+        context_length, config->max_position_embeddings, config->model_dir,
+        config->max_position_embeddings);
   RunnerOptions o;
   o.device = device;
   o.attention_backend = attention_backend;
@@ -72,7 +87,11 @@ RunnerOptions ModelFlags::runner_options() const {
 }
 
 PipelineSetup ModelFlags::pipeline_setup() const {
-  if (pp_size < 0) fail("--pp-size must be at least 1, got {}", pp_size);
+  const bool pp_size_given = pp_size_option && pp_size_option->count() > 0;
+  if (pp_size_given && (pp_size < 1 || pp_size > kMaxPipelineStages))
+    fail("--pp-size must be in 1..{} (pipeline stages), got {}", kMaxPipelineStages, pp_size);
+  if (!(pp_timeout > 0) || !std::isfinite(pp_timeout))
+    fail("--pp-timeout must be a positive number of seconds, got {}", pp_timeout);
   PipelineSetup setup;
   if (!pp_layer_partition.empty())
     setup.layers_per_stage = parse_layer_partition(pp_layer_partition);
@@ -81,6 +100,11 @@ PipelineSetup ModelFlags::pipeline_setup() const {
       pp_size > 0 ? pp_size : std::max<int>(1, static_cast<int>(setup.layers_per_stage.size()));
   setup.timeout_s = pp_timeout;
   return setup;
+}
+
+bool pipeline_flags_given(const ModelFlags& flags) {
+  return (flags.pp_size_option && flags.pp_size_option->count() > 0) ||
+         !flags.pp_layer_partition.empty();
 }
 
 int run_command(const std::function<int()>& body) {

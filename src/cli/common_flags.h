@@ -29,13 +29,20 @@ struct ModelFlags {
   std::string mamba_radix_cache_strategy = "auto";
   int mamba_track_interval = 256;
 
+  // Set by add_to: whether --pp-size was given (0 and negative sizes are then errors).
+  const CLI::Option* pp_size_option = nullptr;
+
   void add_to(CLI::App& app);
   // Validated runner options (throws Error naming each bad flag). Pipeline flags are read by
-  // the commands that run pipelines (pipeline_setup).
-  RunnerOptions runner_options() const;
+  // the commands that run pipelines (pipeline_setup). With the model's config, the flags that
+  // depend on it are checked too (--context-length against max_position_embeddings).
+  RunnerOptions runner_options(const ModelConfig* config = nullptr) const;
   // The pipeline flags, resolved (throws Error for a malformed --pp-layer-partition).
   PipelineSetup pipeline_setup() const;
 };
+
+// The pipeline flags given at all (serve has no pipeline serving yet and refuses them).
+bool pipeline_flags_given(const ModelFlags& flags);
 
 // Runs `body`, turning strata errors into one message on stderr and exit code 1.
 int run_command(const std::function<int()>& body);

@@ -13,6 +13,7 @@
 #include "dist/launch.h"
 #include "dist/partition.h"
 #include "dist/pipeline_job.h"
+#include "runtime/eos_tokens.h"
 #include "runtime/generator.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -38,6 +39,7 @@ struct GenerateFlags {
   int chunked_prefill_size = 0;
   bool timing = false;
   int micro_batches = 0;
+  const CLI::Option* micro_batches_option = nullptr;  // given at all: then at least 1
 };
 
 std::vector<int> parse_ids(const std::string& text, const std::string& where) {
@@ -131,8 +133,11 @@ int run(const GenerateFlags& f) {
         "--input-ids-file FILE");
   }
 
-  const ModelConfig config = ModelConfig::load(f.model.model);
-  RunnerOptions options = f.model.runner_options();
+  ModelConfig config = ModelConfig::load(f.model.model);
+  // --stop-at-eos stops where serve would (runtime/eos_tokens.h: one EOS set for both).
+  config.eos_token_ids = model_eos_token_ids(
+      config, tokenizer ? tokenizer_eos_token_id(*tokenizer, tokenizer_dir) : std::optional<int>());
+  RunnerOptions options = f.model.runner_options(&config);
   const PipelineSetup pipeline = f.model.pipeline_setup();
   std::vector<GenerateRequest> requests;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -147,12 +152,20 @@ int run(const GenerateFlags& f) {
     requests.push_back(std::move(r));
   }
   options.max_running_requests = static_cast<int>(requests.size());
+  // Everything the requests and flags can get wrong is reported before the KV cache is sized
+  // from them (a --max-new-tokens of 10^7 would otherwise allocate first and fail after).
+  options.validate(config);
+  validate_requests(config, options.resolved_max_context_len(config), requests);
   if (options.max_total_tokens == 0)
     options.max_total_tokens = kv_slots_needed(requests, options.page_size);
   GenerateOptions gen;
   gen.chunked_prefill_size = f.chunked_prefill_size;
   gen.return_logits = f.return_logits;
-  if (f.micro_batches < 0) fail("--micro-batches must be at least 1, got {}", f.micro_batches);
+  if (f.chunked_prefill_size < 0)
+    fail("--chunked-prefill-size must be >= 0 (0: whole prompts), got {}", f.chunked_prefill_size);
+  if (f.micro_batches_option && f.micro_batches_option->count() > 0 && f.micro_batches < 1)
+    fail("--micro-batches must be at least 1 (or left out: one per pipeline stage), got {}",
+         f.micro_batches);
   gen.micro_batches = f.micro_batches;
 
   // Prints the outputs (on the last stage when pipelined) and, with --timing, one line per
@@ -222,7 +235,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
                 "stop a prompt at the model's EOS token (default: generate --max-new-tokens)");
   cmd->add_option("--chunked-prefill-size", flags->chunked_prefill_size,
                   "feed prompts in pieces of this many tokens (0 = whole)");
-  cmd->add_option(
+  flags->micro_batches_option = cmd->add_option(
       "--micro-batches", flags->micro_batches,
       "split the prompts into this many batches that take turns through the model (default: one "
       "per pipeline stage)");

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "grammar/grammar_compiler.h"
+#include "runtime/eos_tokens.h"
 #include "runtime/scheduler.h"
 #include "server/http_server.h"
 #include "server/tokenizer_codec.h"
@@ -31,6 +32,7 @@ struct ServeFlags {
   int port = 30000;
   std::string served_model_name;
   int max_running_requests = 64;
+  int max_queued_requests = -1;  // -1: no limit
   int chunked_prefill_size = 8192;
   bool enable_mixed_chunk = false;
   bool disable_radix_cache = false;
@@ -99,6 +101,14 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
         "--grammar-backend must be one of xgrammar, outlines, llguidance (each runs strata's "
         "grammar engine) or none; got '{}'",
         f.grammar_backend));
+  if (pipeline_flags_given(f.model))
+    problems.push_back(
+        "--pp-size / --pp-layer-partition: strata serve runs the model as one stage (serving "
+        "over a pipeline is not built yet); leave them out, or use strata generate for "
+        "pipelined runs");
+  if (f.max_queued_requests < -1)
+    problems.push_back(fmt::format("--max-queued-requests must be >= 0 (or -1: no limit), got {}",
+                                   f.max_queued_requests));
   if (f.http_threads < 4 || f.http_threads > 4096)
     problems.push_back(fmt::format("--http-threads must be in 4..4096, got {}", f.http_threads));
   return problems;
@@ -156,13 +166,14 @@ int run(const ServeFlags& f) {
   const std::unique_ptr<TokenizerCodec> codec = load_tokenizer(f, config, problems);
   RunnerOptions options;
   try {
-    options = f.model.runner_options();
+    options = f.model.runner_options(&config);
     options.max_running_requests = f.max_running_requests;
     options.radix_cache = !f.disable_radix_cache;
     for (auto& p : options.problems(config)) problems.push_back(std::move(p));
   } catch (const Error& e) {
     problems.push_back(e.what());
   }
+  if (problems.size() == 1) fail("{}", problems.front());
   if (!problems.empty()) fail("invalid configuration:\n  - {}", fmt::join(problems, "\n  - "));
 
   SchedulerOptions sched;
@@ -171,11 +182,8 @@ int run(const ServeFlags& f) {
   sched.disable_radix_cache = f.disable_radix_cache;
   sched.init_new_token_ratio = std::min(1.0, 0.7 * f.schedule_conservativeness);
   sched.min_new_token_ratio = std::min(1.0, 0.14 * f.schedule_conservativeness);
-  sched.eos_token_ids = load_eos_token_ids(config);
-  if (codec && codec->eos_token_id() && *codec->eos_token_id() < config.vocab_size &&
-      std::find(sched.eos_token_ids.begin(), sched.eos_token_ids.end(), *codec->eos_token_id()) ==
-          sched.eos_token_ids.end())
-    sched.eos_token_ids.push_back(*codec->eos_token_id());
+  sched.eos_token_ids =
+      model_eos_token_ids(config, codec ? codec->eos_token_id() : std::optional<int>());
 
   ServerOptions so;
   so.host = f.host;
@@ -192,6 +200,7 @@ int run(const ServeFlags& f) {
                     {"device", f.model.device},
                     {"page_size", f.model.page_size},
                     {"max_running_requests", f.max_running_requests},
+                    {"max_queued_requests", f.max_queued_requests},
                     {"max_total_tokens", f.model.max_total_tokens},
                     {"chunked_prefill_size", f.chunked_prefill_size},
                     {"enable_mixed_chunk", f.enable_mixed_chunk},
@@ -227,7 +236,12 @@ int run(const ServeFlags& f) {
       runner.max_context_len(), f.max_running_requests);
   Scheduler scheduler(runner, sched);
   if (codec) scheduler.set_detokenizer([&codec](bool skip) { return codec->stream(skip); });
-  auto engine = std::make_unique<Engine>(scheduler, metrics);
+  // Beyond the running and queued requests allowed, clients get a 503 with Retry-After.
+  const size_t max_in_flight = f.max_queued_requests < 0
+                                   ? 0
+                                   : static_cast<size_t>(f.max_running_requests) +
+                                         static_cast<size_t>(f.max_queued_requests);
+  auto engine = std::make_unique<Engine>(scheduler, metrics, max_in_flight);
   ServerContext ctx{*engine, metrics, codec.get(), so};
   if (f.grammar_backend == "none") {
     ctx.grammar_unavailable = "the server was started with --grammar-backend none";
@@ -280,6 +294,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "the model name clients use (default: the directory name)");
   cmd->add_option("--max-running-requests", flags->max_running_requests,
                   "requests decoded together at most");
+  cmd->add_option("--max-queued-requests", flags->max_queued_requests,
+                  "requests waiting beyond the running ones at most; more get a 503 with "
+                  "Retry-After (-1: no limit)");
   cmd->add_option("--chunked-prefill-size", flags->chunked_prefill_size,
                   "prompt tokens per prefill pass (-1: whole prompts)");
   cmd->add_flag("--enable-mixed-chunk", flags->enable_mixed_chunk,

@@ -1,20 +1,38 @@
 #include "model/config.h"
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "core/error.h"
+#include "model/config_checks.h"
 
 namespace strata {
 
 namespace {
 
+// An integer field: missing or null gives `fallback`; a value that is not a whole number, or
+// that an int cannot hold, is an error naming the field, the file and the value.
 int int_field(const json& cfg, const std::string& key, int fallback, const std::string& source) {
   auto it = cfg.find(key);
   if (it == cfg.end() || it->is_null()) return fallback;
-  if (!it->is_number_integer() &&
-      !(it->is_number() && it->get<double>() == std::floor(it->get<double>())))
-    fail("{}: field '{}' should be an integer but is {}", source, key, it->dump());
-  return it->get<int>();
+  if (!it->is_number() || it->get<double>() != std::floor(it->get<double>()))
+    fail("{}: field '{}' should be an integer but is {}; fix config.json", source, key, it->dump());
+  const double v = it->get<double>();
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+    fail("{}: field '{}' is {}, outside the range strata reads ({}..{}); fix config.json", source,
+         key, it->dump(), std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+  return static_cast<int>(v);
+}
+
+// A number field (also the Infinity spellings), with the file named when it is of another type.
+std::optional<double> number_field(const json& obj, const std::string& key,
+                                   const std::string& source) {
+  try {
+    return json_number(obj, key);
+  } catch (const Error& e) {
+    fail("{}: {}; fix config.json", source, e.what());
+  }
 }
 
 void read_rope_entry(const json& e, RopeConfig* r) {
@@ -75,6 +93,7 @@ ModelConfig ModelConfig::from_json(const json& cfg, const std::string& source) {
   if (!cfg.is_object()) fail("{}: expected a JSON object at the top level", source);
   ModelConfig c;
   c.raw = cfg;
+  check_config_field_types(cfg, source);
   if (!cfg.contains("architectures") || !cfg["architectures"].is_array() ||
       cfg["architectures"].empty() || !cfg["architectures"][0].is_string())
     fail("{}: missing required field 'architectures' (e.g. [\"LlamaForCausalLM\"])", source);
@@ -82,8 +101,10 @@ ModelConfig ModelConfig::from_json(const json& cfg, const std::string& source) {
   c.model_type = cfg.value("model_type", std::string());
 
   auto required = [&](const std::string& key) {
-    int v = int_field(cfg, key, -1, source);
-    if (v < 0) fail("{}: missing required field '{}' (needed by {})", source, key, c.architecture);
+    if (!cfg.contains(key) || cfg[key].is_null())
+      fail("{}: missing required field '{}' (needed by {})", source, key, c.architecture);
+    const int v = int_field(cfg, key, -1, source);
+    if (v <= 0) fail("{}: field '{}' is {}, but must be positive; fix config.json", source, key, v);
     return v;
   };
   c.vocab_size = required("vocab_size");
@@ -93,9 +114,6 @@ ModelConfig ModelConfig::from_json(const json& cfg, const std::string& source) {
     if (!cfg.contains("num_hidden_layers") && cfg.contains(list) && cfg[list].is_array())
       c.num_layers = static_cast<int>(cfg[list].size());
   if (c.num_layers == 0) c.num_layers = required("num_hidden_layers");
-  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.num_layers <= 0)
-    fail("{}: vocab_size, hidden_size and num_hidden_layers must be positive (got {}, {}, {})",
-         source, c.vocab_size, c.hidden_size, c.num_layers);
   c.intermediate_size = int_field(cfg, "intermediate_size", 0, source);
   c.num_attention_heads = int_field(cfg, "num_attention_heads", 0, source);
   c.num_kv_heads = int_field(cfg, "num_key_value_heads", c.num_attention_heads, source);
@@ -112,11 +130,11 @@ ModelConfig ModelConfig::from_json(const json& cfg, const std::string& source) {
     fail("{}: num_attention_heads {} must be a multiple of num_key_value_heads {}", source,
          c.num_attention_heads, c.num_kv_heads);
   c.max_position_embeddings = int_field(cfg, "max_position_embeddings", 0, source);
-  if (auto v = json_number(cfg, "rms_norm_eps"))
+  if (auto v = number_field(cfg, "rms_norm_eps", source))
     c.rms_norm_eps = *v;
-  else if (auto v2 = json_number(cfg, "layer_norm_epsilon"))
+  else if (auto v2 = number_field(cfg, "layer_norm_epsilon", source))
     c.rms_norm_eps = *v2;
-  else if (auto v3 = json_number(cfg, "norm_eps"))
+  else if (auto v3 = number_field(cfg, "norm_eps", source))
     c.rms_norm_eps = *v3;
   c.hidden_act = cfg.value("hidden_act", std::string("silu"));
   if (cfg.contains("hidden_activation") && cfg["hidden_activation"].is_string())
@@ -130,7 +148,13 @@ ModelConfig ModelConfig::from_json(const json& cfg, const std::string& source) {
   c.sliding_window = swa_disabled ? 0 : int_field(cfg, "sliding_window", 0, source);
   if (c.sliding_window < 0)
     fail("{}: sliding_window must be positive, got {}", source, c.sliding_window);
-  c.rope = parse_rope_config(cfg);
+  try {
+    c.rope = parse_rope_config(cfg);
+  } catch (const Error& e) {
+    fail("{}: {}; fix config.json", source, e.what());
+  }
+  // Sizes and numeric ranges, before the layer table or anything else is built from them.
+  check_config_ranges(c, source);
 
   if (cfg.contains("eos_token_id")) {
     const json& e = cfg["eos_token_id"];
@@ -152,17 +176,20 @@ ModelConfig ModelConfig::from_json(const json& cfg, const std::string& source) {
 }
 
 int ModelConfig::require_int(const std::string& key) const {
-  int v = int_field(raw, key, -1, "config.json");
-  if (v < 0)
+  if (!raw.contains(key) || raw[key].is_null())
     fail(
         "config.json: missing required field '{}' (needed by {}); the checkpoint's config is "
         "incomplete",
         key, architecture);
+  const int v = int_field(raw, key, -1, "config.json");
+  if (v < 0)
+    fail("config.json: field '{}' is {}, but must be >= 0 (needed by {}); fix config.json", key, v,
+         architecture);
   return v;
 }
 
 double ModelConfig::require_number(const std::string& key) const {
-  auto v = json_number(raw, key);
+  auto v = number_field(raw, key, "config.json");
   if (!v) fail("config.json: missing required field '{}' (needed by {})", key, architecture);
   return *v;
 }
@@ -172,7 +199,7 @@ int ModelConfig::get_int(const std::string& key, int fallback) const {
 }
 
 double ModelConfig::get_number(const std::string& key, double fallback) const {
-  auto v = json_number(raw, key);
+  auto v = number_field(raw, key, "config.json");
   return v ? *v : fallback;
 }
 
@@ -186,7 +213,9 @@ bool ModelConfig::get_bool(const std::string& key, bool fallback) const {
 
 std::string ModelConfig::get_string(const std::string& key, const std::string& fallback) const {
   auto it = raw.find(key);
-  if (it == raw.end() || !it->is_string()) return fallback;
+  if (it == raw.end() || it->is_null()) return fallback;
+  if (!it->is_string())
+    fail("config.json: field '{}' should be a string, got {}; fix config.json", key, it->dump());
   return it->get<std::string>();
 }
 

@@ -89,4 +89,15 @@ TEST(ModelConfig, RejectsMissingAndContradictoryFields) {
   EXPECT_NE(error_of(j).find("vocab_size"), std::string::npos) << error_of(j);
 }
 
+// A number no double holds (1e999) is a JSON error naming the file, not a bare exception.
+TEST(ModelConfig, ANumberBeyondDoubleIsAnErrorNamingTheFile) {
+  try {
+    parse_json_lenient(R"({"rope_theta": 1e999})", "config.json in DIR");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json in DIR is not valid JSON"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace strata

@@ -59,7 +59,7 @@ std::string rewrite_nonfinite_literals(const std::string& in) {
 json parse_json_lenient(const std::string& text, const std::string& what) {
   try {
     return json::parse(rewrite_nonfinite_literals(text));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, out_of_range (a number like 1e999)
     fail("{} is not valid JSON: {}. Fix or re-download the file.", what, e.what());
   }
 }

@@ -8,13 +8,14 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "model/json_util.h"
+#include "model/safetensors_header.h"
 
 namespace strata {
 
 int64_t TensorInfo::numel() const {
+  // The header parser refuses shapes whose count overflows, so this cannot wrap.
   int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape) STRATA_CHECK(!__builtin_mul_overflow(n, d, &n), "tensor '{}'", name);
   return n;
 }
 
@@ -62,54 +63,13 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   if (header_len > kMaxHeaderBytes || header_len > file_size - 8)
     fail("{} is not a valid safetensors file: header length {} exceeds the file size {}. {}", path,
          header_len, file_size, fix);
-  const std::string header_text(reinterpret_cast<const char*>(bytes + 8), header_len);
-  json header;
-  try {
-    header = json::parse(header_text);
-  } catch (const json::parse_error& e) {
-    fail("{}: the safetensors header is not valid JSON ({}). {}", path, e.what(), fix);
-  }
-  if (!header.is_object()) fail("{}: the safetensors header is not a JSON object. {}", path, fix);
-
   const unsigned char* data_start = bytes + 8 + header_len;
   const size_t data_size = file_size - 8 - header_len;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
-    const json& e = it.value();
-    TensorInfo info;
-    info.name = it.key();
-    info.file = path;
-    if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
-        !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
-        e["data_offsets"].size() != 2)
-      fail("{}: header entry for tensor '{}' is malformed (needs dtype, shape, data_offsets). {}",
-           path, info.name, fix);
-    if (!parse_safetensors_dtype(e["dtype"].get<std::string>(), &info.dtype))
-      fail("{}: tensor '{}' has unsupported dtype {}", path, info.name, e["dtype"].dump());
-    for (const auto& d : e["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        fail("{}: tensor '{}' has an invalid shape {}. {}", path, info.name, e["shape"].dump(),
-             fix);
-      info.shape.push_back(d.get<int64_t>());
-    }
-    const json& off = e["data_offsets"];
-    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail("{}: tensor '{}' has invalid data_offsets {}. {}", path, info.name, off.dump(), fix);
-    const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
-    if (begin > end)
-      fail("{}: tensor '{}' has data_offsets that run backwards. {}", path, info.name, fix);
-    if (end > data_size)
-      fail(
-          "{} is truncated: tensor '{}' ends at data byte {} but the file holds only {} data "
-          "bytes. {}",
-          path, info.name, end, data_size, fix);
-    const uint64_t expected = static_cast<uint64_t>(info.numel()) * dtype_size(info.dtype);
-    if (end - begin != expected)
-      fail("{}: tensor '{}' occupies {} bytes but shape {} of {} needs {}. {}", path, info.name,
-           end - begin, e["shape"].dump(), dtype_name(info.dtype), expected, fix);
-    info.data = data_start + begin;
-    info.nbytes = end - begin;
-    tensors_.emplace(info.name, std::move(info));
+  const std::string_view header_text(reinterpret_cast<const char*>(bytes + 8), header_len);
+  for (auto& entry : parse_safetensors_header(header_text, data_size, path)) {
+    entry.info.data = data_start + entry.begin;
+    std::string name = entry.info.name;
+    tensors_.emplace(std::move(name), std::move(entry.info));
   }
 }
 

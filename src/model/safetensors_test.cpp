@@ -77,4 +77,13 @@ TEST(Safetensors, RejectsTruncatedAndInconsistentFiles) {
   EXPECT_NE(error_of("/nonexistent/model.safetensors").find("cannot open"), std::string::npos);
 }
 
+// Found by fuzz/safetensors_header_fuzz.cpp: a number no double holds made nlohmann throw
+// out_of_range, which escaped as an exception that was not a strata Error.
+TEST(Safetensors, ANumberBeyondDoubleIsInvalidJsonNotACrash) {
+  const std::string header =
+      R"({"a": {"dtype": "F32", "shape": [8577777E777], "data_offsets": [0, 4]}})";
+  EXPECT_NE(error_of(write_file("st_range.safetensors", header, 4)).find("not valid JSON"),
+            std::string::npos);
+}
+
 }  // namespace strata

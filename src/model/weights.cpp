@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "core/dummy_random.h"
@@ -9,6 +11,23 @@
 namespace strata {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+void check_finite(const std::string& name, const std::string& file, const Tensor& t) {
+  // One pass over values the load touches anyway: a NaN or Inf weight would otherwise only
+  // show as NaN logits (printed as null) and token 0.
+  const float* v = t.data();
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i]))
+      fail(
+          "tensor '{}' in {} holds {} at element {}: the checkpoint is corrupt; re-download or "
+          "re-save it",
+          name, file, v[i], i);
+}
+
+}  // namespace
 
 LoadFormat parse_load_format(const std::string& s) {
   if (s == "auto") return LoadFormat::Auto;
@@ -52,6 +71,17 @@ CheckpointWeights::CheckpointWeights(const std::string& model_dir) : model_dir_(
     for (auto& [tensor, file] : index["weight_map"].items()) {
       if (!file.is_string())
         fail("{}: weight_map entry for '{}' is not a file name", index_path.string(), tensor);
+      // Shards live in the model directory: an absolute path or a '..' step would read files
+      // the directory does not hold.
+      const fs::path shard(file.get<std::string>());
+      const bool escapes =
+          shard.is_absolute() || std::any_of(shard.begin(), shard.end(),
+                                             [](const fs::path& part) { return part == ".."; });
+      if (escapes || shard.empty())
+        fail(
+            "{}: weight_map entry for '{}' names shard '{}', which is outside the model "
+            "directory; shards must be file names inside {}",
+            index_path.string(), tensor, shard.string(), model_dir);
       unique.insert(file.get<std::string>());
     }
     shard_names.assign(unique.begin(), unique.end());
@@ -101,13 +131,16 @@ Tensor CheckpointWeights::load(const std::string& name, const std::vector<int64_
     fail("tensor '{}' in {} has dtype {}; strata loads F32, BF16 and F16 weights", name, info.file,
          dtype_name(info.dtype));
   used_.insert(name);
+  Tensor t;
   if (info.dtype == DType::F32 && reinterpret_cast<uintptr_t>(info.data) % alignof(float) == 0) {
     // Zero-copy view into the read-only mapping; models never write their weights.
-    return Tensor::view(const_cast<float*>(reinterpret_cast<const float*>(info.data)), expected,
-                        it->second.second->mapping());
+    t = Tensor::view(const_cast<float*>(reinterpret_cast<const float*>(info.data)), expected,
+                     it->second.second->mapping());
+  } else {
+    t = Tensor(expected);
+    convert_to_f32(info.dtype, info.data, t.data(), static_cast<size_t>(info.numel()));
   }
-  Tensor t(expected);
-  convert_to_f32(info.dtype, info.data, t.data(), static_cast<size_t>(info.numel()));
+  check_finite(name, info.file, t);
   return t;
 }
 

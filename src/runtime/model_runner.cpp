@@ -18,11 +18,13 @@ namespace strata {
 namespace {
 
 constexpr int64_t kDefaultMaxTotalTokens = 1 << 18;
+constexpr int kMaxThreads = 1024;
 
 }  // namespace
 
 void RunnerOptions::validate(const ModelConfig& config) const {
   const std::vector<std::string> found = problems(config);
+  if (found.size() == 1) fail("{}", found.front());
   if (!found.empty()) fail("invalid configuration:\n  - {}", fmt::join(found, "\n  - "));
 }
 
@@ -55,8 +57,21 @@ std::vector<std::string> RunnerOptions::problems(const ModelConfig& config) cons
   if (max_running_requests < 1)
     problems.push_back(
         fmt::format("--max-running-requests must be at least 1, got {}", max_running_requests));
-  if (max_context_len < 0) problems.push_back("--context-length must be positive");
-  if (max_total_tokens < 0) problems.push_back("--max-total-tokens must be positive");
+  if (max_context_len < 0)
+    problems.push_back(fmt::format(
+        "--context-length must be positive (0: the model's max_position_embeddings), got {}",
+        max_context_len));
+  if (max_total_tokens < 0)
+    problems.push_back(
+        fmt::format("--max-total-tokens must be positive (0: derived), got {}", max_total_tokens));
+  // OpenMP and OpenBLAS allocate per thread and abort (or crash) far below INT_MAX threads.
+  if (threads < 0 || threads > kMaxThreads)
+    problems.push_back(
+        fmt::format("--threads must be in 0..{} (0: all cores), got {}", kMaxThreads, threads));
+  if (!(mem_fraction_static > 0 && mem_fraction_static <= 1))
+    problems.push_back(
+        fmt::format("--mem-fraction-static must be in (0, 1] (a share of GPU memory), got {}",
+                    mem_fraction_static));
   if (stage && (stage->start_layer < 0 || stage->end_layer > config.num_layers ||
                 stage->start_layer > stage->end_layer))
     problems.push_back(fmt::format("stage layers [{}, {}) do not fit a model of {} layers",

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -32,6 +32,11 @@ struct Scheduler::Req {
   TokenCounts counts;     // what its penalties read (kept only when it has any)
   RequestOutput out;      // accumulated since the last output was taken
   bool finished = false;
+  // Failed mid-pass: its KV beyond the last good pass may be unwritten, so none is cached.
+  bool failed = false;
+  // Sent back to the queue by a retraction, when completions_ was this: it waits for another
+  // request to finish before it is admitted again.
+  std::optional<uint64_t> retracted_at;
   // Stop strings: the output's text stream, and the end of its text that a stop string
   // completed by a later token could still begin in.
   std::unique_ptr<TextStream> text;
@@ -135,6 +140,7 @@ void Scheduler::abort(uint64_t id) {
     r = std::move(*jt);
     running_.erase(jt);
     release(*r);
+    ++completions_;  // its memory is free for a retracted request
   } else {
     return;  // already finished
   }
@@ -158,10 +164,13 @@ bool Scheduler::reserve_pages(int64_t pages) {
 // them while memory allows, and the request's own references and row are dropped.
 void Scheduler::release(Req& r) {
   if (r.row < 0) return;
-  if (caches_states())
+  if (r.failed) {
+    // Nothing of it is offered to the prefix cache.
+  } else if (caches_states()) {
     cache_final_state(r);
-  else if (cache_)
+  } else if (cache_) {
     cache_->insert(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached);
+  }
   if (cache_ && r.locked) cache_->unlock(r.locked);
   memory_.release(r.row, r.cached);
   if (r.state_slot >= 0) states_->free(r.state_slot);
@@ -266,12 +275,33 @@ void Scheduler::finish(Req& r, const std::string& reason) {
   r.out.finish_reason = reason;
   r.finished = true;
   release(r);
+  ++completions_;
+}
+
+// A RequestError raised while the request ran: it ends with the reason, everything it held is
+// freed, and the scheduler carries on with the others (core/error.h's contract).
+void Scheduler::fail_request(Req& r, const std::string& message) {
+  r.failed = true;
+  r.out.error = message;
+  finish(r, "error");
+}
+
+// Sends a running request back to the head of the queue, its computed KV to the prefix cache.
+void Scheduler::retract(std::unique_ptr<Req> r) {
+  release(*r);
+  r->retracted_at = completions_;
+  waiting_.push_front(std::move(r));
+  ++totals_.retractions;
 }
 
 // Admits the request at the head of the queue if its prompt fits beside the tokens running
 // requests are still expected to generate; adds its first chunk to `batch`. Returns the
 // chunk's length, 0 when it does not fit.
 int Scheduler::try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Req*>& members) {
+  // Re-admitting a retracted request before anything finished would put it back into the
+  // shortage that retracted it: it would prefill, be retracted at the next decode step, and so
+  // on (ping-pong). It waits, at the head of the queue, for memory that a finish gives back.
+  if (r.retracted_at && *r.retracted_at == completions_ && !running_.empty()) return 0;
   const int len = static_cast<int>(r.tokens.size());
   RadixCache::Match match;
   if (cache_) {
@@ -345,9 +375,7 @@ void Scheduler::retract_until_decode_fits() {
         [](const auto& a, const auto& b) { return a->admitted_at < b->admitted_at; });
     std::unique_ptr<Req> r = std::move(*newest);
     running_.erase(newest);
-    release(*r);
-    waiting_.push_front(std::move(r));
-    ++totals_.retractions;
+    retract(std::move(r));
     new_token_ratio_ = 1.0;  // admit conservatively until memory eases again
   }
 }
@@ -512,7 +540,12 @@ std::vector<RequestOutput> Scheduler::step() {
         STRATA_CHECK(prefill, "decode of request {} does not fit after retraction", r->id);
         continue;  // mixed: this one waits for the next pure decode step
       }
-      append_extend(batch, memory_, r->row, r->state_slot, r->tokens, r->cached, 1);
+      try {
+        append_extend(batch, memory_, r->row, r->state_slot, r->tokens, r->cached, 1);
+      } catch (const RequestError& e) {
+        fail_request(*r, e.what());  // raised before anything was allocated for it
+        continue;
+      }
       r->cached += 1;
       members.push_back(r.get());
     }
@@ -522,15 +555,21 @@ std::vector<RequestOutput> Scheduler::step() {
           std::max(options_.min_new_token_ratio, new_token_ratio_ - options_.new_token_ratio_decay);
     }
   }
+  if (members.empty() &&
+      std::any_of(running_.begin(), running_.end(), [](const auto& r) { return r->finished; })) {
+    // Nothing to run, but requests failed while the batch was built: they are the output.
+    for (auto& r : running_)
+      if (r->finished) outputs.push_back(take_output(*r));
+    std::erase_if(running_, [](const auto& r) { return r->finished; });
+    return outputs;
+  }
   if (members.empty()) {
     // Every admitted prompt is stuck waiting for pages that decoding holds: give the newest
     // one's pages back so that the older ones can finish.
     STRATA_CHECK(running_.size() > 1, "the only running request cannot get KV pages");
     std::unique_ptr<Req> r = std::move(running_.back());
     running_.pop_back();
-    release(*r);
-    waiting_.push_front(std::move(r));
-    ++totals_.retractions;
+    retract(std::move(r));
     return outputs;
   }
 
@@ -538,7 +577,15 @@ std::vector<RequestOutput> Scheduler::step() {
   // (ops/logit_edits.h, ops/sampling.h): the ids come back, with the logprobs and raw logits
   // rows asked for, never the whole [batch, vocab] logits.
   for (const Req* r : members) add_draw(batch, *r);
-  ModelRunner::SampledTokens drawn = runner_.forward_sampled(batch);
+  ModelRunner::SampledTokens drawn;
+  try {
+    drawn = runner_.forward_sampled(batch);
+  } catch (const RequestError& e) {
+    // A limit of the device that the checks before the pass did not know (e.g. the CUDA
+    // attention backend's): the pass's requests fail with the reason, the rest carry on.
+    for (Req* r : members) fail_request(*r, e.what());
+    members.clear();
+  }
   ++totals_.forward_passes;
   int raw_row = 0;
   for (size_t b = 0; b < members.size(); ++b) {
@@ -584,25 +631,6 @@ SchedulerStats Scheduler::stats() const {
   }
   s.new_token_ratio = new_token_ratio_;
   return s;
-}
-
-std::vector<int> load_eos_token_ids(const ModelConfig& config) {
-  std::vector<int> ids = config.eos_token_ids;
-  const std::filesystem::path gen =
-      std::filesystem::path(config.model_dir) / "generation_config.json";
-  if (!config.model_dir.empty() && std::filesystem::exists(gen)) {
-    const json g = read_json_file(gen.string());
-    const json e = g.value("eos_token_id", json());
-    auto add = [&](const json& x) {
-      if (x.is_number_integer() && std::find(ids.begin(), ids.end(), x.get<int>()) == ids.end())
-        ids.push_back(x.get<int>());
-    };
-    if (e.is_array())
-      for (const auto& x : e) add(x);
-    else
-      add(e);
-  }
-  return ids;
 }
 
 }  // namespace strata

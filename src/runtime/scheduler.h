@@ -45,7 +45,7 @@ struct SchedulerOptions {
   double init_new_token_ratio = 0.7;
   double min_new_token_ratio = 0.1;
   double new_token_ratio_decay = 0.001;
-  std::vector<int> eos_token_ids;  // config.json and generation_config.json
+  std::vector<int> eos_token_ids;  // model_eos_token_ids (model/eos_tokens.h)
 };
 
 struct ServeRequest {
@@ -67,7 +67,11 @@ struct RequestOutput {
   std::vector<TokenLogprob> logprobs;      // one per token when asked for
   std::vector<std::vector<float>> logits;  // one row per token with return_logits
   bool finished = false;
-  std::string finish_reason;  // "stop" | "length" | "abort"
+  std::string finish_reason;  // "stop" | "length" | "abort" | "error"
+  // finish_reason "error": the RequestError raised while the request ran (the server answers it
+  // as a 4xx); the engine and the other requests carry on.
+  std::string error;
+  bool error_retryable = false;  // refused for now (the server is stopping): a 503
   int matched_stop_token = -1;
   std::string matched_stop_string;
   int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
@@ -139,6 +143,8 @@ class Scheduler {
   void track_decode(Req& r);
   void cache_final_state(Req& r);
   void finish(Req& r, const std::string& reason);
+  void fail_request(Req& r, const std::string& message);
+  void retract(std::unique_ptr<Req> r);
   void release(Req& r);
   RequestOutput take_output(Req& r);
 
@@ -155,12 +161,11 @@ class Scheduler {
   std::vector<std::unique_ptr<Req>> running_;  // in admission order
   std::vector<std::unique_ptr<Req>> pending_;  // finished, their last output not yet returned
   uint64_t admissions_ = 0;
+  // Requests finished so far: a retracted request is admitted again only after one more has
+  // finished (or nothing runs), so that it never re-enters the shortage that retracted it.
+  uint64_t completions_ = 0;
   double new_token_ratio_;
   SchedulerStats totals_;
 };
-
-// EOS ids of a model directory: config.json's eos_token_id and, where present,
-// generation_config.json's (each an id or a list).
-std::vector<int> load_eos_token_ids(const ModelConfig& config);
 
 }  // namespace strata

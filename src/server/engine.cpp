@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "server/request_parsing.h"
 
 namespace strata {
 
@@ -23,8 +24,8 @@ void RequestStream::push(RequestOutput out) {
   cv_.notify_all();
 }
 
-Engine::Engine(Scheduler& scheduler, ServerMetrics& metrics)
-    : scheduler_(scheduler), metrics_(metrics) {
+Engine::Engine(Scheduler& scheduler, ServerMetrics& metrics, size_t max_in_flight)
+    : scheduler_(scheduler), metrics_(metrics), max_in_flight_(max_in_flight) {
   metrics_.set_scheduler_stats(scheduler_.stats());
 }
 
@@ -55,7 +56,17 @@ std::shared_ptr<RequestStream> Engine::submit(ServeRequest request) {
   std::shared_ptr<RequestStream> stream;
   {
     std::lock_guard lk(mu_);
-    if (stopping_) throw RequestError("the server is shutting down");
+    // 503 is what clients and load balancers retry on (elsewhere, or after Retry-After).
+    if (stopping_)
+      throw HttpError(503, "the server is shutting down; retry on another server", "",
+                      "service_unavailable");
+    if (max_in_flight_ > 0 && in_flight_ >= max_in_flight_)
+      throw HttpError(503,
+                      fmt::format("the server is full: {} requests are running or queued (its "
+                                  "--max-running-requests + --max-queued-requests); retry later",
+                                  in_flight_),
+                      "", "service_unavailable");
+    ++in_flight_;
     stream = std::make_shared<RequestStream>(next_id_++);
     inbox_.emplace_back(std::move(request), stream);
   }
@@ -106,7 +117,17 @@ void Engine::deliver(std::vector<RequestOutput>& outputs) {
       l.last_token = now;
     }
     const bool finished = o.finished;
-    if (finished) metrics_.on_finished(o.finish_reason, seconds(now - l.arrival));
+    if (finished && o.finish_reason == "abort" && !l.got_first && !accepting()) {
+      // Stopped before it produced anything: refused, not aborted, so that the client retries.
+      o.finish_reason = "error";
+      o.error = "the server is shutting down before this request started; retry on another server";
+      o.error_retryable = true;
+    }
+    if (finished) {
+      metrics_.on_finished(o.finish_reason, seconds(now - l.arrival));
+      std::lock_guard lk(mu_);
+      --in_flight_;
+    }
     l.stream->push(std::move(o));
     if (finished) live_.erase(it);
   }
@@ -155,6 +176,7 @@ void Engine::loop() {
       live_.clear();
       std::lock_guard lk(mu_);
       stopping_ = true;
+      in_flight_ = 0;
       for (auto& c : commands_) c();
       commands_.clear();
       return;
@@ -171,7 +193,10 @@ void Engine::loop() {
         RequestOutput o;
         o.id = stream->id();
         o.finished = true;
-        o.finish_reason = "abort";
+        o.finish_reason = "error";
+        o.error =
+            "the server is shutting down before this request started; retry on another server";
+        o.error_retryable = true;
         stream->push(std::move(o));
       }
       inbox_.clear();

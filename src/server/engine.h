@@ -35,13 +35,16 @@ class RequestStream {
 
 class Engine {
  public:
-  Engine(Scheduler& scheduler, ServerMetrics& metrics);
+  // `max_in_flight`: requests running or queued at most (0: no limit); beyond it submit()
+  // refuses with a 503 that says when to retry.
+  Engine(Scheduler& scheduler, ServerMetrics& metrics, size_t max_in_flight = 0);
   ~Engine();
   void start();
   // Aborts every request (each stream gets its "abort" output), then ends the loop.
   void shutdown();
 
-  // Validates (RequestError) and queues a request.
+  // Validates (RequestError) and queues a request; a 503 HttpError while shutting down or
+  // when max_in_flight requests are already in.
   std::shared_ptr<RequestStream> submit(ServeRequest request);
   void abort(uint64_t id);
   // Runs on the engine thread between steps; false while requests are in flight.
@@ -68,6 +71,8 @@ class Engine {
   std::vector<uint64_t> aborts_;
   std::vector<std::function<void()>> commands_;
   bool stopping_ = false;
+  size_t max_in_flight_;
+  size_t in_flight_ = 0;  // submitted and not yet finished (under mu_)
   uint64_t next_id_ = 1;
   std::map<uint64_t, Live> live_;  // engine thread only
   SchedulerStats logged_;          // at the last batch log line (engine thread only)

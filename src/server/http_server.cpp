@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "server/bounded_server.h"
 #include "server/request_parsing.h"
 
 namespace strata {
@@ -28,6 +29,8 @@ httplib::Server::Handler guarded(Fn fn) {
       fn(req, res);
     } catch (const HttpError& e) {
       res.status = e.status;
+      // Refused for now (full, or shutting down): when to come back.
+      if (e.status == 503) res.set_header("Retry-After", "1");
       res.set_content(error_body(e.status, e.what(), e.type, e.param), "application/json");
     } catch (const RequestError& e) {
       res.status = 400;
@@ -41,10 +44,12 @@ httplib::Server::Handler guarded(Fn fn) {
 
 }  // namespace
 
-HttpServer::HttpServer(ServerContext ctx)
-    : ctx_(std::move(ctx)), server_(std::make_unique<httplib::Server>()) {
+HttpServer::HttpServer(ServerContext ctx) : ctx_(std::move(ctx)) {
   std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is an error return, not a signal
   const int threads = std::max(4, ctx_.options.http_threads);
+  ConnectionLimits limits;
+  limits.threads = threads;
+  server_ = std::make_unique<BoundedServer>(limits);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(ctx_.options.max_body_bytes);
   server_->set_keep_alive_timeout(5);

@@ -103,6 +103,13 @@ bool pump(Engine& engine, const std::vector<std::shared_ptr<RequestStream>>& str
           done[i] = true;
           --remaining;
         }
+        if (o.finished && !o.error.empty()) {
+          // The request failed while it ran (or was refused at shutdown): the whole answer
+          // is that error, and the request's siblings (n > 1, a batch) end with it.
+          abort_unfinished();
+          throw HttpError(o.error_retryable ? 503 : 400, o.error, "",
+                          o.error_retryable ? "service_unavailable" : "invalid_request_error");
+        }
         if (!on_output(i, o)) return abort_unfinished();
       }
     }
@@ -192,12 +199,20 @@ bool sse_send(httplib::DataSink& sink, const std::string& payload) {
 
 void respond_sse(httplib::Response& res, std::function<void(httplib::DataSink&)> body) {
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream",
-                                   [body = std::move(body)](size_t, httplib::DataSink& sink) {
-                                     body(sink);
-                                     sink.done();
-                                     return true;
-                                   });
+  res.set_chunked_content_provider(
+      "text/event-stream", [body = std::move(body)](size_t, httplib::DataSink& sink) {
+        // The status line is sent: an error from here on is an event (as OpenAI streams
+        // errors), and nothing may escape into cpp-httplib's worker thread.
+        try {
+          body(sink);
+        } catch (const HttpError& e) {
+          sse_send(sink, error_body(e.status, e.what(), e.type, e.param));
+        } catch (const std::exception& e) {
+          sse_send(sink, error_body(500, e.what(), "internal_server_error"));
+        }
+        sink.done();
+        return true;
+      });
 }
 
 uint64_t fresh_seed() {

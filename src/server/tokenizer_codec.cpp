@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "runtime/eos_tokens.h"
 #include "server/request_parsing.h"
 #include "tokenizer/decode_stream.h"
 
@@ -31,14 +32,7 @@ class CodecTextStream : public TextStream {
 
 std::unique_ptr<TokenizerCodec> TokenizerCodec::load(const std::string& dir) {
   std::unique_ptr<TokenizerCodec> codec(new TokenizerCodec(dir, tok::Tokenizer::load(dir)));
-  const auto config_path = std::filesystem::path(dir) / "tokenizer_config.json";
-  if (std::filesystem::exists(config_path)) {
-    const json config = read_json_file(config_path.string());
-    json eos = config.value("eos_token", json());
-    if (eos.is_object()) eos = eos.value("content", json());
-    if (eos.is_string())
-      codec->eos_token_id_ = codec->tokenizer_.token_to_id(eos.get<std::string>());
-  }
+  codec->eos_token_id_ = tokenizer_eos_token_id(codec->tokenizer_, dir);
   try {
     codec->chat_.emplace(tok::ChatTemplate::load(dir));
   } catch (const Error& e) {
