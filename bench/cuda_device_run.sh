@@ -2,6 +2,8 @@
 # One command on the H200: the GPU tests, then the benchmarks of
 # docs/benchmarks-cuda.md. Logs and JSON results go to $OUT (default ./cuda-out).
 #   bench/cuda_device_run.sh [tests|bench|serving|deepseek|hybrid|peer|profile|all] [output_len]
+# schema: serving decode with and without a JSON schema (structured output's masks on the GPU),
+# Llama-3.1-8B shape with the vendored llama3 tokenizer.
 # hybrid: Nemotron-3-Nano-30B-A3B's shape (NemotronH: Mamba2 + MoE + 6 attention layers), dummy
 # weights: decode at batch 1/8/64 (1024 in), prefill 8 x 4096, the Mamba2 kernels alone, and
 # Hugging Face transformers' NemotronHForCausalLM on the same GPU as the peer.
@@ -66,6 +68,24 @@ if [ "$what" = bench ] || [ "$what" = serving ] || [ "$what" = all ]; then
   done
   kill $serve_pid; wait $serve_pid
   tail -3 "$OUT/serve.log"
+fi
+
+if [ "$what" = schema ]; then
+  # The same serving shape as above (1024 in, 256 out, 64 at a time), once unconstrained and
+  # once under a JSON schema (an array of integers: long outputs, a mask every token).
+  tok=$PWD/.devtree/tok && mkdir -p "$tok" && tar -C "$tok" -xJf tests/data/tokenizers.tar.xz llama3
+  "$bin/strata" serve --model $config --load-format dummy --device cuda --port 30124 \
+    --max-running-requests 64 --tokenizer-path "$tok/llama3" >"$OUT/serve_schema.log" 2>&1 &
+  serve_pid=$!
+  for i in $(seq 1 120); do curl -sf localhost:30124/health >/dev/null && break; sleep 1; done
+  schema='{"type": "array", "items": {"type": "integer"}}'
+  for body in '{}' "{\"sampling_params\": {\"json_schema\": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$schema")}}"; do
+    timeout 150 "$bin/strata" bench-serving --port 30124 --num-prompts 128 --random-input-len 1024 \
+      --random-output-len 256 --random-range-ratio 1 --max-concurrency 64 \
+      --extra-request-body "$body" --json | tee -a "$OUT/serving_schema.jsonl"
+  done
+  kill $serve_pid; wait $serve_pid
+  tail -3 "$OUT/serve_schema.log"
 fi
 
 if [ "$what" = profile ]; then

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "golden_suite.h"
 #include "runtime/scheduler.h"
 #include "runtime/scheduler_test_util.h"
@@ -195,5 +196,29 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaInvariance,
                                          GoldenCase{"deepseek_v2_lite", 16},
                                          GoldenCase{"deepseek_v3", 16}),
                          golden_case_name);
+
+}  // namespace strata::test
+
+namespace strata::test {
+
+// The recurrent-state cache is sized before the KV pool and checked against the GPU's budget:
+// a cache that cannot fit fails before anything is allocated, naming the numbers and the flags.
+TEST(HybridCudaMemory, AStateCacheBeyondTheBudgetFailsUpFrontWithTheNumbers) {
+  std::string why;
+  if (!cuda_available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
+  RunnerOptions o = default_options(1);
+  o.device = "cuda";
+  o.max_mamba_cache_size = 1000000000;  // a billion slots: terabytes of state
+  try {
+    ModelRunner runner(ModelConfig::load(fixture_dir("nemotron_h")), o);
+    FAIL() << "a state cache larger than the GPU must be refused";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    for (const char* part :
+         {"recurrent-state cache of 1000000000 slots", "GiB", "--mem-fraction-static 0.88",
+          "lower --max-mamba-cache-size (at most", "--mamba-ssm-dtype bfloat16"})
+      EXPECT_NE(m.find(part), std::string::npos) << part << " in: " << m;
+  }
+}
 
 }  // namespace strata::test

@@ -64,6 +64,18 @@ TEST(StatePool, RefusesBeyondItsSizeAndKeepsRunningRequests) {
   EXPECT_THROW(pool.conv_state(0, 5), Error);  // not a slot of the pool
 }
 
+// The size the runner checks against the device budget before building the pool is the size
+// the pool then takes, in either SSM dtype.
+TEST(StatePool, BytesForIsWhatThePoolTakes) {
+  const std::map<int, RecurrentStateLayout> layers = {{1, mamba(8, 2)}, {4, mamba(6, 3)}};
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    StatePool pool(layers, 5, dtype);
+    EXPECT_EQ(StatePool::bytes_for(layers, 5, dtype), pool.bytes());
+  }
+  EXPECT_EQ(StatePool::bytes_for(layers, 1, DType::F32),
+            sizeof(float) * ((8 * 3 + 2 * 2 * 4) + (6 * 3 + 3 * 2 * 4)));
+}
+
 TEST(StatePool, Bf16StorageRoundsTheSsmState) {
   StatePool pool({{2, mamba(4, 1)}}, 1, parse_ssm_dtype("bfloat16"));
   const int s = pool.alloc();

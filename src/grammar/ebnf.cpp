@@ -6,6 +6,7 @@
 
 #include "grammar/regex_rules.h"
 #include "grammar/utf8_ranges.h"
+#include "tokenizer/unicode.h"
 
 namespace strata::grammar {
 
@@ -218,7 +219,7 @@ class EbnfParser {
       while (true) {
         if (at_end()) fail(fmt::format("{} closing a string", c));
         if (t_[i_] == c) break;
-        append_utf8(read_char(), bytes);
+        tok::utf8_append(bytes, static_cast<char32_t>(read_char()));
       }
       ++i_;
       Sequence out;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "tokenizer/unicode.h"
+
 namespace strata::grammar {
 
 CodePointRanges normalize_ranges(CodePointRanges ranges) {
@@ -54,24 +56,6 @@ CodePointRanges subtract_ranges(const CodePointRanges& ranges, const CodePointRa
   return normalize_ranges(out);
 }
 
-void append_utf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 namespace {
 
 void split_range(uint32_t lo, uint32_t hi, std::vector<Utf8Sequence>& out) {
@@ -106,8 +90,8 @@ void split_range(uint32_t lo, uint32_t hi, std::vector<Utf8Sequence>& out) {
     }
   }
   std::string a, b;
-  append_utf8(lo, a);
-  append_utf8(hi, b);
+  tok::utf8_append(a, static_cast<char32_t>(lo));
+  tok::utf8_append(b, static_cast<char32_t>(hi));
   Utf8Sequence seq;
   for (size_t k = 0; k < a.size(); ++k)
     seq.push_back({static_cast<uint8_t>(a[k]), static_cast<uint8_t>(b[k])});

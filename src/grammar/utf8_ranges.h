@@ -27,7 +27,4 @@ CodePointRanges subtract_ranges(const CodePointRanges& ranges, const CodePointRa
 // Byte sequences matching exactly the UTF-8 encodings of the code points in `ranges`.
 std::vector<Utf8Sequence> utf8_sequences(const CodePointRanges& ranges);
 
-// Appends the UTF-8 encoding of `cp` to `out`.
-void append_utf8(uint32_t cp, std::string& out);
-
 }  // namespace strata::grammar
