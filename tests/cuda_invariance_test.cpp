@@ -194,7 +194,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaInvariance,
                                          GoldenCase{"qwen3", 16}, GoldenCase{"mistral_swa", 1},
                                          GoldenCase{"deepseek_v2_lite", 1},
                                          GoldenCase{"deepseek_v2_lite", 16},
-                                         GoldenCase{"deepseek_v3", 16}),
+                                         GoldenCase{"deepseek_v3", 16}, GoldenCase{"gemma3", 1},
+                                         GoldenCase{"gemma3", 16}, GoldenCase{"gpt_oss", 1},
+                                         GoldenCase{"gpt_oss", 16}),
                          golden_case_name);
 
 }  // namespace strata::test

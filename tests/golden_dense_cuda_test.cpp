@@ -135,7 +135,9 @@ INSTANTIATE_TEST_SUITE_P(
                     GoldenCase{"llama_bf16", 16}, GoldenCase{"qwen2", 1}, GoldenCase{"qwen2", 16},
                     GoldenCase{"qwen3", 1}, GoldenCase{"mistral_swa", 1},
                     GoldenCase{"mistral_swa", 16}, GoldenCase{"deepseek_v2_lite", 1},
-                    GoldenCase{"deepseek_v2_lite", 16}, GoldenCase{"deepseek_v3", 1}),
+                    GoldenCase{"deepseek_v2_lite", 16}, GoldenCase{"deepseek_v3", 1},
+                    GoldenCase{"gemma3", 1}, GoldenCase{"gemma3", 16}, GoldenCase{"gpt_oss", 1},
+                    GoldenCase{"gpt_oss", 16}),
     golden_case_name);
 
 // The hybrids: Mamba2 layers through the same model files (the recurrent ops on the GPU, the

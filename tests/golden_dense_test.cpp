@@ -1,7 +1,7 @@
 // Golden tests against Hugging Face transformers for the dense families, plus the
 // invariances every architecture must keep: batched = single, page size 16 = page size 1,
-// chunked prefill = one prefill, prefill + decode = full recompute (the reference's greedy
-// logits were computed without a KV cache).
+// chunked prefill = one prefill, prefix-cached = uncached, prefill + decode = full recompute (the
+// reference's greedy logits were computed without a KV cache).
 #include <gtest/gtest.h>
 
 #include "golden_suite.h"
@@ -11,6 +11,9 @@ namespace strata::test {
 namespace {
 
 class DenseGolden : public GoldenTest {};
+// Prefix caching for the families whose attention is windowed or has sinks (the server tests
+// cover plain Llama).
+class DenseGoldenCached : public GoldenTest {};
 
 }  // namespace
 
@@ -28,7 +31,16 @@ TEST_P(DenseGolden, ChunkedPrefillEqualsWholePrefill) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DenseGolden,
                          testing::ValuesIn(golden_cases({"llama", "llama3_rope", "llama_bf16",
-                                                         "qwen2", "qwen3", "mistral_swa"})),
+                                                         "qwen2", "qwen3", "mistral_swa", "gemma3",
+                                                         "gpt_oss"})),
+                         golden_case_name);
+
+TEST_P(DenseGoldenCached, PrefixCachedEqualsUncached) {
+  check_prefix_cached_equals_uncached();
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DenseGoldenCached,
+                         testing::ValuesIn(golden_cases({"mistral_swa", "gemma3", "gpt_oss"})),
                          golden_case_name);
 
 // Without the emulation the bf16 model still chooses the same tokens; logits differ by the

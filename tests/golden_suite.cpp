@@ -2,6 +2,9 @@
 
 #include <filesystem>
 
+#include "runtime/scheduler.h"
+#include "runtime/scheduler_test_util.h"
+
 namespace strata::test {
 
 // Tolerances: logits against transformers (f32 on both sides; different summation orders),
@@ -89,6 +92,34 @@ std::string golden_model_dir(const std::string& fixture) {
 
 std::string golden_reference_fixture(const std::string& fixture) {
   return fixture == "nemotron_h_moe_hub_config" ? "nemotron_h_moe" : fixture;
+}
+
+// A prompt that extends a finished one (prompt 2, 23 tokens: past every fixture's sliding
+// window) takes its KV from the radix cache through the scheduler; its greedy logits equal
+// the uncached run's.
+void GoldenTest::check_prefix_cached_equals_uncached() {
+  std::vector<int> longer = ref_.input_ids[2];
+  longer.insert(longer.end(), ref_.input_ids[1].begin(), ref_.input_ids[1].end());
+  std::vector<std::vector<float>> logits[2];
+  int cached_tokens = 0;
+  for (bool radix : {true, false}) {
+    RunnerOptions o = default_options(GetParam().page_size);
+    o.radix_cache = radix;
+    ModelRunner runner(config_, o);
+    SchedulerOptions so;
+    so.disable_radix_cache = !radix;
+    Scheduler s(runner, so);
+    run_all(s, {ref_.input_ids[2]}, 3);
+    const auto done = run_all(s, {longer}, 3);
+    logits[radix] = done.at(0).logits;
+    if (radix) cached_tokens = done.at(0).cached_tokens;
+  }
+  EXPECT_GT(cached_tokens, 0) << "the second prompt should hit the prefix cache";
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  for (size_t s = 0; s < logits[0].size(); ++s)
+    EXPECT_LE(max_abs_diff(logits[1][s].data(), logits[0][s].data(), config_.vocab_size),
+              kInvarianceTolerance)
+        << "step " << s;
 }
 
 }  // namespace strata::test

@@ -1,9 +1,9 @@
 #pragma once
 // The golden-test suite every architecture runs (dense, DeepSeek MLA, hybrids): logits against
 // the Hugging Face reference, greedy ids batched and single, and the invariances batched =
-// single, page size 16 = page size 1, chunked prefill = one prefill. Each family's test file
-// derives its fixture from GoldenTest (to adjust the config or the comparison of greedy ids)
-// and states its TEST_Ps with the checks below.
+// single, page size 16 = page size 1, chunked prefill = one prefill, prefix-cached = uncached. Each
+// family's test file derives its fixture from GoldenTest (to adjust the config or the comparison of
+// greedy ids) and states its TEST_Ps with the checks below.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -50,6 +50,7 @@ class GoldenTest : public testing::TestWithParam<GoldenCase> {
   void check_prefill_logits();
   void check_greedy_batched_and_single();
   void check_chunked_prefill_equals_whole();
+  void check_prefix_cached_equals_uncached();
 
   Reference ref_;
   ModelConfig config_;

@@ -116,7 +116,7 @@ TEST_P(PipelineCuda, TwoGpusGiveTheIdsOfOne) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineCuda,
                          testing::Values("llama", "llama3_rope", "llama_bf16", "mistral_swa",
-                                         "qwen2", "qwen3"),
+                                         "qwen2", "qwen3", "gemma3", "gpt_oss"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -17,7 +17,7 @@ AttentionOptions attention_options_from_config(const ModelConfig& c, int layer_i
   o.qkv_bias = o.o_bias = c.attention_bias;
   o.norm_eps = static_cast<float>(c.rms_norm_eps);
   o.sliding_window = c.layers[layer_id].sliding_window;
-  o.rope = c.rope;
+  o.rope = c.rope_of(layer_id);
   return o;
 }
 
@@ -29,9 +29,12 @@ GQAAttention::GQAAttention(ParamLoader& w, const std::string& prefix, const Atte
                               opt.hidden_size, {q_out, kv_out, kv_out}, opt.qkv_bias);
   o_ = Linear::load(w, prefix + "." + opt.o, q_out, opt.hidden_size, opt.o_bias);
   if (opt.qk_norm) {
-    q_norm_ = RMSNorm::load(w, prefix + "." + opt.q_norm + ".weight", opt.head_dim, opt.norm_eps);
-    k_norm_ = RMSNorm::load(w, prefix + "." + opt.k_norm + ".weight", opt.head_dim, opt.norm_eps);
+    q_norm_ = RMSNorm::load(w, prefix + "." + opt.q_norm + ".weight", opt.head_dim, opt.norm_eps,
+                            opt.norm_weight_offset);
+    k_norm_ = RMSNorm::load(w, prefix + "." + opt.k_norm + ".weight", opt.head_dim, opt.norm_eps,
+                            opt.norm_weight_offset);
   }
+  if (opt.sinks) sinks_ = w.vector(prefix + ".sinks", opt.num_heads);
   if (opt.use_rope) {
     const int rotary_dim = static_cast<int>(opt.head_dim * opt.rope.partial_rotary_factor);
     rope_ = RotaryEmbedding(opt.rope, rotary_dim).table(w);
@@ -65,6 +68,8 @@ Tensor GQAAttention::attend(const Tensor& x, ForwardContext& ctx) const {
   call.num_q_heads = hq;
   call.scale = opt_.scale;
   call.sliding_window = opt_.sliding_window;
+  call.logit_softcap = opt_.logit_softcap;
+  call.sinks = opt_.sinks ? &sinks_ : nullptr;
   STRATA_CHECK(ctx.attention != nullptr, "layer {} has attention but no backend is set",
                opt_.layer_id);
   ctx.attention->forward(call, q, k, v, attn);

@@ -19,6 +19,9 @@ struct AttentionOptions {
   bool qkv_bias = false, o_bias = false;
   bool qk_norm = false;  // per-head RMSNorm of q and k before rope (Qwen3)
   float norm_eps = 1e-6f;
+  float norm_weight_offset = 0.0f;  // 1 for (1 + w) q/k norms (Gemma 3)
+  bool sinks = false;               // a learned sink logit per q head, `prefix.sinks` (gpt-oss)
+  float logit_softcap = 0.0f;       // tanh soft-capping of the scores; 0 = off
   int sliding_window = 0;
   bool use_rope = true;
   RopeConfig rope;
@@ -29,7 +32,8 @@ struct AttentionOptions {
 };
 
 // What every family's attention layer reads from config.json: sizes, attention_bias for the
-// q|k|v and o projections, rope, the layer's sliding window. Families set the rest.
+// q|k|v and o projections, the layer's rope (sliding layers may have their own) and sliding
+// window. Families set the rest.
 AttentionOptions attention_options_from_config(const ModelConfig& c, int layer_id);
 
 class GQAAttention {
@@ -50,6 +54,7 @@ class GQAAttention {
   AttentionOptions opt_;
   Linear qkv_, o_;
   RMSNorm q_norm_, k_norm_;
+  Tensor sinks_;  // [num_heads] f32, when opt_.sinks
   RopeTable rope_;
 };
 

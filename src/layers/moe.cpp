@@ -29,21 +29,31 @@ Tensor ExpertMlp::forward(Ops& ops, const Tensor& x) const {
 MoELayer::MoELayer(ParamLoader& w, const std::string& prefix, const MoEOptions& opt) : opt_(opt) {
   opt.router.validate();
   const int e = opt.router.num_experts;
-  const ExpertMlpSpec& x = opt.expert;
   // The router in f32 on every device, as transformers computes it (NemotronH's and
   // DeepSeek-V3's routers cast to f32): in bf16, near-tied expert scores flip.
-  router_ = Linear::from_tensors(
-      w.matrix_f32(prefix + "." + opt.router_gate + ".weight", e, opt.hidden_size));
+  const std::string router = prefix + "." + opt.router_gate;
+  router_ = Linear::from_tensors(w.matrix_f32(router + ".weight", e, opt.hidden_size),
+                                 opt.router_bias ? w.vector(router + ".bias", e) : Tensor{});
   if (opt.router.correction_bias) bias_ = w.vector(prefix + "." + opt.correction_bias, e);
-  // The routed experts stacked, so that one op runs all of them over tokens grouped by expert.
-  experts_.num_experts = e;
-  experts_.hidden = opt.hidden_size;
-  experts_.intermediate = x.intermediate_size;
-  experts_.gated = x.gated;
-  experts_.activation = x.activation;
+  experts_ = load_experts(w, prefix, opt);
+  has_shared_ = opt.shared_expert.intermediate_size > 0;
+  if (has_shared_)
+    shared_ = ExpertMlp(w, prefix + "." + opt.shared, opt.hidden_size, opt.shared_expert);
+  if (has_shared_ && !opt.shared_gate.empty())
+    fail("{}: a sigmoid-gated shared expert (Qwen2-MoE's shared_expert_gate) is not supported yet",
+         prefix);
+}
+
+namespace {
+
+// The routed experts stacked, one tensor per projection (ExpertWeights), from one tensor per
+// expert and projection.
+void load_per_expert(ParamLoader& w, const std::string& prefix, const MoEOptions& opt,
+                     ExpertWeights& out) {
+  const ExpertMlpSpec& x = opt.expert;
   std::vector<std::string> in_names, down_names;
   std::vector<int64_t> in_rows, down_rows;
-  for (int i = 0; i < e; ++i) {
+  for (int i = 0; i < opt.router.num_experts; ++i) {
     const std::string p = fmt::format("{}.{}.{}.", prefix, opt.experts, i);
     if (x.gated) {
       in_names.insert(in_names.end(), {p + x.gate, p + x.up});
@@ -55,16 +65,70 @@ MoELayer::MoELayer(ParamLoader& w, const std::string& prefix, const MoEOptions& 
     down_names.push_back(p + x.down);
     down_rows.push_back(opt.hidden_size);
   }
-  experts_.w_in = w.matrix(in_names, opt.hidden_size, in_rows);
-  experts_.w_down = w.matrix(down_names, x.intermediate_size, down_rows);
-  experts_.b_in = w.biases(in_names, in_rows, x.bias);
-  experts_.b_down = w.biases(down_names, down_rows, x.bias);
-  has_shared_ = opt.shared_expert.intermediate_size > 0;
-  if (has_shared_)
-    shared_ = ExpertMlp(w, prefix + "." + opt.shared, opt.hidden_size, opt.shared_expert);
-  if (has_shared_ && !opt.shared_gate.empty())
-    fail("{}: a sigmoid-gated shared expert (Qwen2-MoE's shared_expert_gate) is not supported yet",
-         prefix);
+  out.w_in = w.matrix(in_names, opt.hidden_size, in_rows);
+  out.w_down = w.matrix(down_names, x.intermediate_size, down_rows);
+  out.b_in = w.biases(in_names, in_rows, x.bias);
+  out.b_down = w.biases(down_names, down_rows, x.bias);
+}
+
+// gpt-oss's [E, in, out] tensors with interleaved gate|up columns: expert e's gate rows then
+// its up rows, each [out, in].
+void load_stacked_interleaved(ParamLoader& w, const std::string& prefix, const MoEOptions& opt,
+                              ExpertWeights& out) {
+  const int64_t e = opt.router.num_experts, h = opt.hidden_size, n = opt.expert.intermediate_size;
+  const std::string p = prefix + "." + opt.experts + ".";
+  // Stored column c of gate_up is gate row c / 2 (even c) or up row n + c / 2 (odd c).
+  const auto gate_up_row = [n](int64_t c) { return (c % 2 == 0 ? 0 : n) + c / 2; };
+  out.w_in =
+      w.matrix_rearranged(p + "gate_up_proj", {e, h, 2 * n}, e * 2 * n, h, [&](const Tensor& t) {
+        Tensor m({e * 2 * n, h});
+        for (int64_t x = 0; x < e; ++x)
+          for (int64_t i = 0; i < h; ++i)
+            for (int64_t c = 0; c < 2 * n; ++c)
+              m.data()[(x * 2 * n + gate_up_row(c)) * h + i] = t.data()[(x * h + i) * 2 * n + c];
+        return m;
+      });
+  out.w_down = w.matrix_rearranged(p + "down_proj", {e, n, h}, e * h, n, [&](const Tensor& t) {
+    Tensor m({e * h, n});
+    for (int64_t x = 0; x < e; ++x)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t c = 0; c < h; ++c)
+          m.data()[(x * h + c) * n + i] = t.data()[(x * n + i) * h + c];
+    return m;
+  });
+  if (!opt.expert.bias) return;
+  const Tensor b_in = w.host(p + "gate_up_proj_bias", {e, 2 * n});
+  Tensor b_in_rows({e * 2 * n});
+  for (int64_t x = 0; x < e; ++x)
+    for (int64_t c = 0; c < 2 * n; ++c)
+      b_in_rows.data()[x * 2 * n + gate_up_row(c)] = b_in.data()[x * 2 * n + c];
+  out.b_in = w.upload(b_in_rows, DType::F32);
+  const Tensor b_down = w.host(p + "down_proj_bias", {e, h});
+  Tensor b_down_rows({e * h});
+  std::copy(b_down.data(), b_down.data() + e * h, b_down_rows.data());
+  out.b_down = w.upload(b_down_rows, DType::F32);
+}
+
+}  // namespace
+
+ExpertWeights MoELayer::load_experts(ParamLoader& w, const std::string& prefix,
+                                     const MoEOptions& opt) {
+  const ExpertMlpSpec& x = opt.expert;
+  if (x.activation == Activation::ClampedSwiglu && !x.gated)
+    fail("{}: the clamped SwiGLU needs gated experts", prefix);
+  ExpertWeights out;
+  out.num_experts = opt.router.num_experts;
+  out.hidden = opt.hidden_size;
+  out.intermediate = x.intermediate_size;
+  out.gated = x.gated;
+  out.activation = x.activation;
+  if (opt.storage == ExpertStorage::StackedInterleaved) {
+    if (!x.gated) fail("{}: stacked interleaved experts are gated (gate|up)", prefix);
+    load_stacked_interleaved(w, prefix, opt, out);
+  } else {
+    load_per_expert(w, prefix, opt, out);
+  }
+  return out;
 }
 
 void MoELayer::forward(Ops& ops, const Tensor& x, Tensor& residual) const {

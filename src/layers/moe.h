@@ -41,10 +41,23 @@ struct ExpertMlpSpec {
   std::string gate = "gate_proj", up = "up_proj", down = "down_proj";
 };
 
+// How a checkpoint stores the routed experts.
+enum class ExpertStorage {
+  // One tensor per expert and projection: `{experts}.{i}.{gate|up|down}.weight` (nn.Linear
+  // layout, [out, in]).
+  PerExpert,
+  // gpt-oss: all experts in one tensor per projection, [E, in, out]: `{experts}.gate_up_proj`
+  // [E, H, 2I] with gate and up interleaved by column (gate = even columns), its bias
+  // `gate_up_proj_bias` [E, 2I], `down_proj` [E, I, H] and `down_proj_bias` [E, H].
+  StackedInterleaved,
+};
+
 struct MoEOptions {
   int hidden_size = 0;
   RouterConfig router;
   std::string router_gate = "gate";  // router weight `{prefix}.{router_gate}.weight`
+  bool router_bias = false;          // `{prefix}.{router_gate}.bias` added to the logits
+  ExpertStorage storage = ExpertStorage::PerExpert;
   std::string correction_bias = "gate.e_score_correction_bias";  // when router.correction_bias
   std::string experts = "experts";  // expert i is `{prefix}.{experts}.{i}.{gate|up|down}`
   ExpertMlpSpec expert;
@@ -72,6 +85,9 @@ class ExpertMlp {
 
 class MoELayer {
  public:
+  // Expert weights of `storage`, stacked as ExpertWeights wants them.
+  static ExpertWeights load_experts(ParamLoader& w, const std::string& prefix,
+                                    const MoEOptions& opt);
   MoELayer(ParamLoader& w, const std::string& prefix, const MoEOptions& opt);
   // residual += MoE(x);  x [T, hidden]
   void forward(Ops& ops, const Tensor& x, Tensor& residual) const;

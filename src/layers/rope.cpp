@@ -24,8 +24,9 @@ std::vector<float> yarn_inv_freq(const RopeConfig& r, int dim,
   auto correction_dim = [&](double rotations) {
     return (dim * std::log(orig / (rotations * 2 * M_PI))) / (2 * std::log(base));
   };
-  double low = std::floor(correction_dim(r.beta_fast));
-  double high = std::ceil(correction_dim(r.beta_slow));
+  // transformers rounds the range to whole dimensions unless the config says truncate: false.
+  double low = correction_dim(r.beta_fast), high = correction_dim(r.beta_slow);
+  if (r.truncate) low = std::floor(low), high = std::ceil(high);
   low = std::max(low, 0.0);
   high = std::min(high, static_cast<double>(dim - 1));
   if (low == high) high += 0.001;  // avoid a division by zero in the ramp

@@ -90,6 +90,32 @@ TEST(Rope, YarnRampBoundsForDeepSeekV3Width) {
   }
 }
 
+// truncate: false (gpt-oss) keeps the correction range fractional: d(32) = 2.618 and
+// d(1) = 5.628 (as above) bound the ramp, so pair 3 blends with extrapolation weight
+// 1 - (3 - 2.618) / 3.010 = 0.873 instead of 0.75.
+TEST(Rope, YarnWithoutTruncationKeepsTheFractionalRamp) {
+  RopeConfig r;
+  r.type = "yarn";
+  r.theta = 10000.0;
+  r.factor = 40.0;
+  r.original_max_position_embeddings = 4096;
+  r.truncate = false;
+  RotaryEmbedding rope(r, 16);
+  const auto d = [](double rotations) {
+    return 16 * std::log(4096 / (rotations * 2 * M_PI)) / (2 * std::log(10000.0));
+  };
+  const double low = d(32), high = d(1);
+  EXPECT_NEAR(low, 2.618, 1e-3);
+  EXPECT_NEAR(high, 5.628, 1e-3);
+  for (int i = 0; i < 8; ++i) {
+    const double e = 1.0 - std::clamp((i - low) / (high - low), 0.0, 1.0);
+    const double base_freq = std::pow(10000.0, -2.0 * i / 16);
+    const double expected = base_freq * (e + (1 - e) / 40.0);
+    EXPECT_NEAR(rope.inv_freq()[i], expected, 1e-5 * expected) << i;
+  }
+  EXPECT_NEAR(1.0 - (3 - low) / (high - low), 0.873, 1e-3);
+}
+
 TEST(Rope, RotationPreservesNormAndIsIdentityAtPositionZero) {
   RopeConfig r;
   RotaryEmbedding rope(r, 8);

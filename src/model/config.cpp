@@ -48,6 +48,7 @@ void read_rope_entry(const json& e, RopeConfig* r) {
     r->original_max_position_embeddings = *v;
   if (auto v = json_number(e, "beta_fast")) r->beta_fast = *v;
   if (auto v = json_number(e, "beta_slow")) r->beta_slow = *v;
+  if (e.contains("truncate") && e["truncate"].is_boolean()) r->truncate = e["truncate"];
   if (auto v = json_number(e, "mscale")) r->mscale = *v;
   if (auto v = json_number(e, "mscale_all_dim")) r->mscale_all_dim = *v;
   if (auto v = json_number(e, "attention_factor")) r->attention_factor = *v;
@@ -69,6 +70,16 @@ RopeConfig parse_rope_config(const json& cfg, const std::string& layer_type) {
       read_rope_entry(p[layer_type], &r);
     else if (!p.contains("full_attention"))
       read_rope_entry(p, &r);
+  }
+  // Gemma 3 as transformers 4.x spells it: sliding layers rotate with `rope_local_base_freq`
+  // and no scaling; the global layers take rope_theta and rope_scaling.
+  if (layer_type == "sliding_attention") {
+    if (auto local = json_number(cfg, "rope_local_base_freq")) {
+      const double partial = r.partial_rotary_factor;
+      r = RopeConfig{};
+      r.theta = *local;
+      r.partial_rotary_factor = partial;
+    }
   }
   if (r.type == "default" || r.type == "none") r.type = "default";
   return r;
@@ -150,6 +161,7 @@ ModelConfig ModelConfig::from_json(const json& cfg, const std::string& source) {
     fail("{}: sliding_window must be positive, got {}", source, c.sliding_window);
   try {
     c.rope = parse_rope_config(cfg);
+    c.sliding_rope = parse_rope_config(cfg, "sliding_attention");
   } catch (const Error& e) {
     fail("{}: {}; fix config.json", source, e.what());
   }
@@ -217,6 +229,12 @@ std::string ModelConfig::get_string(const std::string& key, const std::string& f
   if (!it->is_string())
     fail("config.json: field '{}' should be a string, got {}; fix config.json", key, it->dump());
   return it->get<std::string>();
+}
+
+const RopeConfig& ModelConfig::rope_of(int layer_id) const {
+  const bool sliding = layer_id >= 0 && layer_id < static_cast<int>(layers.size()) &&
+                       layers[layer_id].attention == AttentionKind::Sliding;
+  return sliding ? sliding_rope : rope;
 }
 
 std::vector<int> ModelConfig::attention_layer_ids() const {

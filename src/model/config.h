@@ -21,8 +21,9 @@ struct RopeConfig {
   double high_freq_factor = 4.0;                // llama3
   double original_max_position_embeddings = 0;  // llama3, yarn
   double beta_fast = 32.0, beta_slow = 1.0;     // yarn
-  double mscale = 0.0, mscale_all_dim = 0.0;    // yarn (DeepSeek); 0 = not given
-  std::optional<double> attention_factor;       // yarn override
+  bool truncate = true;  // yarn: round the correction range to whole dims (gpt-oss: false)
+  double mscale = 0.0, mscale_all_dim = 0.0;  // yarn (DeepSeek); 0 = not given
+  std::optional<double> attention_factor;     // yarn override
   double partial_rotary_factor = 1.0;
 };
 
@@ -46,7 +47,8 @@ struct ModelConfig {
   bool mlp_bias = false;
   int sliding_window = 0;  // the window of sliding layers, 0 when none
 
-  RopeConfig rope;
+  RopeConfig rope;          // full-attention layers (and every layer of single-rope models)
+  RopeConfig sliding_rope;  // sliding-window layers: Gemma 3 gives them their own base
   std::vector<int> eos_token_ids;
   int bos_token_id = -1;
 
@@ -65,6 +67,8 @@ struct ModelConfig {
   bool get_bool(const std::string& key, bool fallback) const;
   std::string get_string(const std::string& key, const std::string& fallback) const;
 
+  // The rope settings of layer `layer_id` (sliding layers may have their own).
+  const RopeConfig& rope_of(int layer_id) const;
   std::vector<int> attention_layer_ids() const;
   std::vector<int> recurrent_layer_ids() const;
 };

@@ -106,6 +106,28 @@ void check_config_field_types(const json& cfg, const std::string& source) {
          it->dump());
 }
 
+// Rope settings (both the global layers' and the sliding layers' where they differ).
+static void check_rope(const std::string& source, const RopeConfig& r) {
+  check_range(source, "rope_theta", r.theta, std::isfinite(r.theta) && r.theta > 0,
+              "a finite number > 0");
+  check_range(source, "factor (rope scaling)", r.factor, std::isfinite(r.factor) && r.factor > 0,
+              "a finite number > 0");
+  check_range(source, "partial_rotary_factor", r.partial_rotary_factor,
+              r.partial_rotary_factor > 0 && r.partial_rotary_factor <= 1, "in (0, 1]");
+  check_range(source, "low_freq_factor (rope scaling)", r.low_freq_factor,
+              std::isfinite(r.low_freq_factor) && r.low_freq_factor > 0, "a finite number > 0");
+  check_range(source, "high_freq_factor (rope scaling)", r.high_freq_factor,
+              std::isfinite(r.high_freq_factor) && r.high_freq_factor > 0, "a finite number > 0");
+  check_range(
+      source, "original_max_position_embeddings (rope scaling)", r.original_max_position_embeddings,
+      std::isfinite(r.original_max_position_embeddings) && r.original_max_position_embeddings >= 0,
+      "a finite number >= 0");
+  check_range(source, "beta_fast (rope scaling)", r.beta_fast, std::isfinite(r.beta_fast),
+              "a finite number");
+  check_range(source, "beta_slow (rope scaling)", r.beta_slow, std::isfinite(r.beta_slow),
+              "a finite number");
+}
+
 void check_config_ranges(const ModelConfig& c, const std::string& source) {
   const auto size = [&](const char* key, int v, int lo, int hi) {
     if (v < lo || v > hi)
@@ -125,25 +147,8 @@ void check_config_ranges(const ModelConfig& c, const std::string& source) {
         source, c.max_position_embeddings);
   check_range(source, "rms_norm_eps", c.rms_norm_eps,
               std::isfinite(c.rms_norm_eps) && c.rms_norm_eps >= 0, "a finite number >= 0");
-  const RopeConfig& r = c.rope;
-  check_range(source, "rope_theta", r.theta, std::isfinite(r.theta) && r.theta > 0,
-              "a finite number > 0");
-  check_range(source, "factor (rope scaling)", r.factor, std::isfinite(r.factor) && r.factor > 0,
-              "a finite number > 0");
-  check_range(source, "partial_rotary_factor", r.partial_rotary_factor,
-              r.partial_rotary_factor > 0 && r.partial_rotary_factor <= 1, "in (0, 1]");
-  check_range(source, "low_freq_factor (rope scaling)", r.low_freq_factor,
-              std::isfinite(r.low_freq_factor) && r.low_freq_factor > 0, "a finite number > 0");
-  check_range(source, "high_freq_factor (rope scaling)", r.high_freq_factor,
-              std::isfinite(r.high_freq_factor) && r.high_freq_factor > 0, "a finite number > 0");
-  check_range(
-      source, "original_max_position_embeddings (rope scaling)", r.original_max_position_embeddings,
-      std::isfinite(r.original_max_position_embeddings) && r.original_max_position_embeddings >= 0,
-      "a finite number >= 0");
-  check_range(source, "beta_fast (rope scaling)", r.beta_fast, std::isfinite(r.beta_fast),
-              "a finite number");
-  check_range(source, "beta_slow (rope scaling)", r.beta_slow, std::isfinite(r.beta_slow),
-              "a finite number");
+  check_rope(source, c.rope);
+  check_rope(source, c.sliding_rope);
 }
 
 }  // namespace strata

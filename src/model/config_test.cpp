@@ -70,6 +70,59 @@ TEST(ModelConfig, SlidingWindowFromLayerTypesOrGlobalWindow) {
   for (const auto& l : c.layers) EXPECT_EQ(l.attention, AttentionKind::Full);
 }
 
+// Gemma 3 as transformers 4.x wrote it (gemma-3-1b-it): every sliding_window_pattern-th layer
+// global, the rest sliding with rope_local_base_freq and no scaling; as transformers 5 writes it,
+// layer_types and rope_parameters per layer type.
+TEST(ModelConfig, Gemma3LayerPatternAndPerLayerRope) {
+  json v4 = base_config();
+  v4["architectures"] = {"Gemma3ForCausalLM"};
+  v4["model_type"] = "gemma3_text";
+  v4["num_hidden_layers"] = 7;
+  v4["sliding_window"] = 512;
+  v4["sliding_window_pattern"] = 3;
+  v4["rope_theta"] = 1000000.0;
+  v4["rope_local_base_freq"] = 10000.0;
+  v4["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  const ModelConfig a = ModelConfig::from_json(v4, "config.json");
+  for (int i = 0; i < 7; ++i) {
+    const bool global = i == 2 || i == 5;
+    EXPECT_EQ(a.layers[i].attention, global ? AttentionKind::Full : AttentionKind::Sliding) << i;
+    EXPECT_EQ(a.layers[i].sliding_window, global ? 0 : 512) << i;
+    EXPECT_EQ(a.rope_of(i).theta, global ? 1e6 : 1e4) << i;
+    EXPECT_EQ(a.rope_of(i).type, global ? "linear" : "default") << i;
+    EXPECT_EQ(a.rope_of(i).factor, global ? 8.0 : 1.0) << i;
+  }
+  json v5 = base_config();
+  v5["model_type"] = "gemma3_text";
+  v5["sliding_window"] = 8;
+  v5["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  v5["rope_parameters"] = {
+      {"full_attention", {{"rope_type", "default"}, {"rope_theta", 1000000.0}}},
+      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+  const ModelConfig b = ModelConfig::from_json(v5, "config.json");
+  EXPECT_EQ(b.rope_of(0).theta, 1e4);
+  EXPECT_EQ(b.rope_of(1).theta, 1e6);
+  EXPECT_EQ(b.layers[1].attention, AttentionKind::Full);
+  v4["rope_local_base_freq"] = -1.0;
+  EXPECT_NE(error_of(v4).find("'rope_theta' is -1"), std::string::npos) << error_of(v4);
+  v4["rope_local_base_freq"] = 10000.0;
+  v4["sliding_window_pattern"] = -2;
+  EXPECT_NE(error_of(v4).find("sliding_window_pattern must be positive, got -2"), std::string::npos)
+      << error_of(v4);
+}
+
+// gpt-oss's YaRN keeps the correction range unrounded (rope_scaling.truncate: false).
+TEST(ModelConfig, YarnTruncateFlag) {
+  json c = base_config();
+  c["rope_scaling"] = {{"rope_type", "yarn"},
+                       {"factor", 32.0},
+                       {"truncate", false},
+                       {"original_max_position_embeddings", 4096}};
+  EXPECT_FALSE(ModelConfig::from_json(c, "config.json").rope.truncate);
+  c["rope_scaling"].erase("truncate");
+  EXPECT_TRUE(ModelConfig::from_json(c, "config.json").rope.truncate);
+}
+
 TEST(ModelConfig, RejectsMissingAndContradictoryFields) {
   json j = base_config();
   j.erase("hidden_size");

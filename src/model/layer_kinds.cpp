@@ -22,8 +22,9 @@ LayerSpec attention_layer(const ModelConfig& c, bool sliding) {
 }
 
 // Dense decoders: every layer attention + MLP. transformers 5 lists `layer_types`
-// (full_attention / sliding_attention); older configs imply sliding everywhere by a
-// positive `sliding_window` (Mistral).
+// (full_attention / sliding_attention); older Gemma 3 configs give `sliding_window_pattern`
+// N instead (every N-th layer global, the rest sliding); other older configs imply sliding
+// everywhere by a positive `sliding_window` (Mistral).
 std::vector<LayerSpec> dense_decoder(const ModelConfig& c) {
   std::vector<LayerSpec> layers;
   if (c.raw.contains("layer_types") && c.raw["layer_types"].is_array()) {
@@ -44,7 +45,13 @@ std::vector<LayerSpec> dense_decoder(const ModelConfig& c) {
     }
     return layers;
   }
-  for (int i = 0; i < c.num_layers; ++i) layers.push_back(attention_layer(c, c.sliding_window > 0));
+  const int pattern = c.get_int("sliding_window_pattern", 0);
+  if (pattern < 0)
+    fail("config.json: sliding_window_pattern must be positive, got {}; fix config.json", pattern);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const bool global = pattern > 0 && (i + 1) % pattern == 0;
+    layers.push_back(attention_layer(c, c.sliding_window > 0 && !global));
+  }
   return layers;
 }
 

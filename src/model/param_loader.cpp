@@ -57,6 +57,17 @@ Tensor ParamLoader::matrix_f32(const std::string& name, int64_t rows, int64_t co
   return upload(source_.load(name, {rows, cols}), DType::F32);
 }
 
+Tensor ParamLoader::matrix_rearranged(const std::string& name,
+                                      const std::vector<int64_t>& stored_shape, int64_t rows,
+                                      int64_t cols,
+                                      const std::function<Tensor(const Tensor&)>& rearrange) {
+  if (dummy_) return matrix(name, rows, cols);
+  const Tensor out = rearrange(source_.load(name, stored_shape));
+  STRATA_CHECK(out.ndim() == 2 && out.dim(0) == rows && out.dim(1) == cols,
+               "{} rearranged to {}, expected [{}, {}]", name, out.shape_str(), rows, cols);
+  return upload_matrix(out);
+}
+
 Tensor ParamLoader::vector(const std::string& name, int64_t n) {
   return upload(source_.load(name, {n}), DType::F32);
 }

@@ -6,6 +6,7 @@
 // weights, biases, router biases) in f32. With --load-format dummy, matrices are made on the
 // device itself (Ops::fill_dummy: the same values on every device), vectors by the dummy rule
 // of DummyWeights (norms 1, biases 0).
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ class ParamLoader {
   Ops& ops() { return ops_; }
   WeightSource& source() { return source_; }
   bool has(const std::string& name) const { return source_.has(name); }
+  // --load-format dummy: values are made, not read.
+  bool dummy() const { return dummy_; }
 
   // `prefix.weight` [outs[i], in] of each prefix, stacked along rows (q|k|v, gate|up).
   Tensor matrix(const std::vector<std::string>& prefixes, int64_t in,
@@ -30,6 +33,13 @@ class ParamLoader {
   // One matrix kept in f32 on every device (MoE routers: the references compute them in f32,
   // and a bf16 router flips near-tied expert choices).
   Tensor matrix_f32(const std::string& name, int64_t rows, int64_t cols);
+  // A matrix [rows, cols] that the checkpoint stores in another layout (gpt-oss's stacked,
+  // interleaved experts): `name` is read on the host as `stored_shape` and `rearrange` makes
+  // the [rows, cols] matrix of it. With dummy weights the matrix is made on the device at
+  // once (its values are random in any layout), so no host copy of a large model is made.
+  Tensor matrix_rearranged(const std::string& name, const std::vector<int64_t>& stored_shape,
+                           int64_t rows, int64_t cols,
+                           const std::function<Tensor(const Tensor&)>& rearrange);
   // `name` [n] as f32 on the device.
   Tensor vector(const std::string& name, int64_t n);
   // `prefix.bias` of each prefix, stacked; an empty tensor when `present` is false.

@@ -17,6 +17,8 @@ std::unique_ptr<CausalLM> build_nemotron_h(const ModelConfig&, ParamLoader&, con
 std::unique_ptr<CausalLM> build_bamba(const ModelConfig&, ParamLoader&, const StagePlan&);
 std::unique_ptr<CausalLM> build_falcon_h1(const ModelConfig&, ParamLoader&, const StagePlan&);
 std::unique_ptr<CausalLM> build_deepseek(const ModelConfig&, ParamLoader&, const StagePlan&);
+std::unique_ptr<CausalLM> build_gemma3(const ModelConfig&, ParamLoader&, const StagePlan&);
+std::unique_ptr<CausalLM> build_gpt_oss(const ModelConfig&, ParamLoader&, const StagePlan&);
 
 namespace {
 
@@ -37,6 +39,8 @@ const std::map<std::string, Builder>& builders() {
       {"FalconH1ForCausalLM", build_falcon_h1},
       {"DeepseekV2ForCausalLM", build_deepseek},
       {"DeepseekV3ForCausalLM", build_deepseek},
+      {"Gemma3ForCausalLM", build_gemma3},
+      {"GptOssForCausalLM", build_gpt_oss},
   };
   return kBuilders;
 }

@@ -10,6 +10,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/routing_rope.h"
+#include "kernels/gated_activation_math.h"
 #include "ops/cpu_recurrent_ops.h"
 #include "ops/logit_edits.h"
 #include "ops/logprobs.h"
@@ -53,8 +54,14 @@ float apply(Activation act, float x) {
     }
     case Activation::Relu2:
       return x > 0.0f ? x * x : 0.0f;
+    case Activation::ClampedSwiglu:  // gated only (gated_value)
+      break;
   }
   return x;
+}
+
+float gated_value(Activation act, float gate, float up) {
+  return act == Activation::ClampedSwiglu ? clamped_swiglu(gate, up) : apply(act, gate) * up;
 }
 
 class CpuOps : public Ops {
@@ -227,7 +234,7 @@ class CpuOps : public Ops {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t i = 0; i < width; ++i)
         out.data()[r * width + i] =
-            apply(act, g.data()[r * 2 * width + i]) * g.data()[r * 2 * width + width + i];
+            gated_value(act, g.data()[r * 2 * width + i], g.data()[r * 2 * width + width + i]);
   }
 
   void activation(const Tensor& x, Activation act, Tensor& out) override {
@@ -235,6 +242,7 @@ class CpuOps : public Ops {
     check_host_f32(out, "activation output");
     STRATA_CHECK(x.rows() == out.rows() && x.cols() == out.cols(), "activation {} -> {}",
                  x.describe(), out.describe());
+    STRATA_CHECK(act != Activation::ClampedSwiglu, "the clamped SwiGLU is a gated activation");
     for (int64_t r = 0; r < x.rows(); ++r) {
       const float* a = x.ptr<float>() + r * x.row_stride();
       float* o = out.ptr<float>() + r * out.row_stride();
@@ -303,8 +311,9 @@ class CpuOps : public Ops {
                   b_in, h.data());
       for (int64_t j = 0; j < n; ++j)
         for (int64_t i = 0; i < inter; ++i) {
-          const float a = apply(w.activation, h[j * in_rows + i]);
-          act[j * inter + i] = w.gated ? a * h[j * in_rows + inter + i] : a;
+          const float g = h[j * in_rows + i];
+          act[j * inter + i] = w.gated ? gated_value(w.activation, g, h[j * in_rows + inter + i])
+                                       : apply(w.activation, g);
         }
       cpu::linear(act.data(), n, inter, w.w_down.data() + e * hidden * inter, hidden, b_down,
                   out_rows.data());

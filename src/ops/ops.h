@@ -19,8 +19,10 @@
 
 namespace strata {
 
-// Activations of MLPs and experts, parsed once from config.json (parse_activation).
-enum class Activation { Silu, Gelu, GeluTanh, Relu2 };  // Gelu: the exact (erf) form
+// Activations of MLPs and experts, parsed once from config.json (parse_activation). Gelu is
+// the exact (erf) form. ClampedSwiglu is gated only and combines gate and up itself
+// (kernels/gated_activation_math.h: gpt-oss's experts); the others gate as act(gate) * up.
+enum class Activation { Silu, Gelu, GeluTanh, Relu2, ClampedSwiglu };
 // `name` as config.json spells it (hidden_act, mlp_hidden_act, ...); `field` names the key in
 // the error for anything else.
 Activation parse_activation(const std::string& name, const std::string& field = "hidden_act");

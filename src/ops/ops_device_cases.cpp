@@ -52,8 +52,10 @@ const char* name(DType d) {
 double tol_for(DType out) {
   return out == BF16 ? 1e-2 : 1e-4;
 }
-Activation acts[] = {Activation::Silu, Activation::Gelu, Activation::GeluTanh, Activation::Relu2};
-const char* act_names[] = {"silu", "gelu", "gelutanh", "relu2"};
+// The last is gated only (gpt-oss's clamped SwiGLU).
+Activation acts[] = {Activation::Silu, Activation::Gelu, Activation::GeluTanh, Activation::Relu2,
+                     Activation::ClampedSwiglu};
+const char* act_names[] = {"silu", "gelu", "gelutanh", "relu2", "clamped_swiglu"};
 
 // The same floats element for element (-inf equal to -inf, which a tolerance cannot say).
 void expect_same_floats(const Outputs& cpu, const Outputs& cuda) {
@@ -348,7 +350,7 @@ void norm_act_cases(std::vector<Case>& cases) {
     ops.rms_norm(x, w, 1e-5f, 0.0f, x);
     return Outputs{get(ops, x)};
   });
-  for (int a = 0; a < 4; ++a)
+  for (int a = 0; a < 5; ++a)
     for (int64_t rows : {1, 129})
       for (int io = 0; io < 3; ++io) {
         const DType in = io == 2 ? BF16 : F32, out = io == 1 ? F32 : BF16;
@@ -360,7 +362,7 @@ void norm_act_cases(std::vector<Case>& cases) {
               ops.gated_activation(gu.slice_cols(1, 2 * 257), acts[a], y);
               return Outputs{get(ops, y)};
             });
-        if (io == 2) continue;
+        if (io == 2 || acts[a] == Activation::ClampedSwiglu) continue;
         add(cases, fmt::format("act_{}_r{}_f32s_to_{}", act_names[a], rows, name(out)),
             tol_for(out), [=](Ops& ops, Rng& rng) {
               const Tensor x = put(ops, random({rows, 305}, rng, 3.0f), F32);
@@ -497,6 +499,8 @@ void moe_cases(std::vector<Case>& cases) {
       {"e4_top2_t257_gelutanh_multitile", 4, 2, 128, 96, true, Activation::GeluTanh, false, 257,
        F32, false},
       {"e64_top6_t129_gelu_strided", 64, 6, 64, 48, true, Activation::Gelu, true, 129, F32, true},
+      {"e8_top2_t37_clamped_swiglu_bias", 8, 2, 64, 72, true, Activation::ClampedSwiglu, true, 37,
+       F32, false},
   };
   for (const Ex& x : experts)
     add(cases, fmt::format("experts_{}", x.name), 1e-2, [=](Ops& ops, Rng& rng) {

@@ -39,6 +39,9 @@ struct AttentionParams {
   float scale = 1.0f;
   int sliding_window = 0;  // 0: attend to everything before
   float softcap = 0.0f;    // 0: off
+  // Per q head, a sink logit that joins the softmax's denominator only (gpt-oss); f32 device
+  // [num_q_heads], null: none.
+  const float* sinks = nullptr;
 };
 
 // Split-KV decode, as SGLang's Triton backend: stage 1 attends each request's KV range in

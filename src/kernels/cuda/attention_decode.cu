@@ -189,18 +189,22 @@ __global__ __launch_bounds__(kDecodeWarps *
   }
 }
 
-// Decode stage 2: out = sum_i e^{lse_i - M} o_i / sum_i e^{lse_i - M}. Block = (request, head).
+// Decode stage 2: out = sum_i e^{lse_i - M} o_i / (e^{sink - M} + sum_i e^{lse_i - M}), the
+// sink term only with sinks (a logit with no value: it takes weight from every key). Block =
+// (request, head).
 template <typename OutT>
 __global__ void decode_stage2_kernel(const float* partial_out, const float* partial_lse,
                                      int num_q_heads, int dv, int num_splits,
-                                     const int32_t* token_offsets, OutT* out) {
+                                     const int32_t* token_offsets, const float* sinks, OutT* out) {
   const int b = blockIdx.x, h = blockIdx.y;
   const int64_t first = (static_cast<int64_t>(b) * num_q_heads + h) * num_splits;
   float mx = kNegInf;
   for (int i = 0; i < num_splits; ++i) mx = fmaxf(mx, partial_lse[first + i]);
+  const float sink = sinks ? sinks[h] : kNegInf;
+  mx = fmaxf(mx, sink);
   OutT* o = out + (static_cast<int64_t>(token_offsets[b]) * num_q_heads + h) * dv;
   for (int d = threadIdx.x; d < dv; d += blockDim.x) {
-    float sum = 0.0f, acc = 0.0f;
+    float sum = sink == kNegInf ? 0.0f : __expf(sink - mx), acc = 0.0f;
     if (mx != kNegInf) {
       for (int i = 0; i < num_splits; ++i) {
         const float lse = partial_lse[first + i];
@@ -294,7 +298,7 @@ void decode_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch,
     launch_stage1_wide<4>(group, q, kv, batch, p, ws, stream);
   decode_stage2_kernel<OutT><<<dim3(batch.batch, p.num_q_heads), 128, 0, stream>>>(
       ws.partial_out, ws.partial_lse, p.num_q_heads, kv.v_head_dim, ws.num_splits,
-      batch.token_offsets, out);
+      batch.token_offsets, p.sinks, out);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 

@@ -187,7 +187,11 @@ __global__ __launch_bounds__(WARPS * 32) void extend_kernel(const float* q, Devi
   }
   __syncthreads();
   if (row_valid) {
-    const float l = row_l[my_row];
+    // A sink logit joins the denominator only (gpt-oss).
+    const float sink = p.sinks ? p.sinks[h] : kNegInf, m = row_m[my_row];
+    const float l = row_l[my_row] + (sink == kNegInf ? 0.0f
+                                     : m == kNegInf  ? 1.0f
+                                                     : __expf(sink - m));
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     OutT* o = out + (static_cast<int64_t>(tok0 + m0 + my_row) * p.num_q_heads + h) * dv;
     for (int c = half; c < dv; c += 2) o[c] = from_f32<OutT>(Os[my_row * ldo + c] * inv);

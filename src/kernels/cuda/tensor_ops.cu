@@ -8,6 +8,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/tensor_ops.h"
+#include "kernels/gated_activation_math.h"
 
 namespace strata::cuda {
 
@@ -44,8 +45,14 @@ __device__ __forceinline__ float act_fn(Act act, float x) {
     }
     case Act::Relu2:
       return x > 0.0f ? x * x : 0.0f;
+    case Act::ClampedSwiglu:  // gated only (gated_fn); never reached alone
+      break;
   }
   return x;
+}
+
+__device__ __forceinline__ float gated_fn(Act act, float gate, float up) {
+  return act == Act::ClampedSwiglu ? clamped_swiglu(gate, up) : act_fn(act, gate) * up;
 }
 
 #define STRATA_GRID_STRIDE(i, total)                                                         \
@@ -132,7 +139,7 @@ __global__ void gated_act_kernel(View gu, Act act, int64_t width, View out) {
   for (int64_t c = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < width;
        c += static_cast<int64_t>(gridDim.y) * blockDim.x) {
     const float g = load(gu, r * gu.stride + c), u = load(gu, r * gu.stride + width + c);
-    store(out, r * out.stride + c, act_fn(act, g) * u);
+    store(out, r * out.stride + c, gated_fn(act, g, u));
   }
 }
 

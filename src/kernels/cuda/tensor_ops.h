@@ -20,7 +20,7 @@ struct View {
 };
 
 // The activations of ops.h (Activation), as kernels number them.
-enum class Act { Silu = 0, Gelu = 1, GeluTanh = 2, Relu2 = 3 };
+enum class Act { Silu = 0, Gelu = 1, GeluTanh = 2, Relu2 = 3, ClampedSwiglu = 4 };
 
 // dst = src, converting between f32 and bf16 (same-dtype copies take cudaMemcpy2DAsync).
 void copy_2d(View src, View dst, int64_t rows, int64_t cols, cudaStream_t stream);

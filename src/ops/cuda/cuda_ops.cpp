@@ -45,6 +45,8 @@ cuda::Act act_of(Activation a) {
       return cuda::Act::GeluTanh;
     case Activation::Relu2:
       return cuda::Act::Relu2;
+    case Activation::ClampedSwiglu:
+      return cuda::Act::ClampedSwiglu;
   }
   fail("unknown activation");
 }
@@ -400,6 +402,7 @@ void CudaOps::activation(const Tensor& x, Activation act, Tensor& out) {
   STRATA_CHECK_DEVICE(x, "activation input");
   STRATA_CHECK_DEVICE(out, "activation output");
   STRATA_CHECK(same_view(x, out), "activation {} -> {}", x.describe(), out.describe());
+  STRATA_CHECK(act != Activation::ClampedSwiglu, "the clamped SwiGLU is a gated activation");
   cuda::act_2d(view(x), act_of(act), x.rows(), x.cols(), view(out), stream_);
 }
 

@@ -224,11 +224,10 @@ void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const 
                                const float* v, int64_t q_stride, int64_t k_stride, int64_t v_stride,
                                OutT* out) {
   STRATA_CHECK(prepared_, "forward before prepare");
-  if (call.sinks)
-    fail(
-        "layer {} uses attention sinks, which the cuda backend does not support yet: use --device "
-        "cpu",
-        call.layer_id);
+  STRATA_CHECK(!call.sinks || (!call.sinks->on_host() && call.sinks->dtype() == DType::F32 &&
+                               call.sinks->numel() == call.num_q_heads),
+               "layer {}: attention sinks {} for {} heads, want f32 on the device", call.layer_id,
+               call.sinks ? call.sinks->describe() : "", call.num_q_heads);
   const KVLayerLayout& layout = pool_->layout(call.layer_id);
   STRATA_CHECK(call.num_q_heads % layout.num_kv_heads == 0, "{} q heads over {} kv heads",
                call.num_q_heads, layout.num_kv_heads);
@@ -263,6 +262,7 @@ void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const 
   p.scale = call.scale;
   p.sliding_window = call.sliding_window;
   p.softcap = call.logit_softcap;
+  p.sinks = call.sinks ? call.sinks->ptr<float>() : nullptr;
 
   if (mode_ == ForwardMode::Decode) {
     const int splits = decode_splits(layout.num_kv_heads);

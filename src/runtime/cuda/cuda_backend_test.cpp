@@ -32,6 +32,8 @@ struct Shape {
   int latent_v = 0;
   // The separate value's width (0: head_dim); only without latent_v.
   int value_dim = 0;
+  bool sinks = false;    // a learned sink logit per q head (gpt-oss)
+  float softcap = 0.0f;  // tanh soft-capping of the scores
   int v_dim() const { return latent_v > 0 ? latent_v : value_dim > 0 ? value_dim : head_dim; }
 };
 
@@ -86,6 +88,15 @@ class BackendPair {
     call.num_q_heads = s_.hq;
     call.scale = 1.0f / std::sqrt(float(s_.head_dim));
     call.sliding_window = s_.window;
+    call.logit_softcap = s_.softcap;
+    // Sinks on both sides of 0 and beyond the scores' range, so some heads give most of their
+    // weight to the sink.
+    std::vector<float> sinks = random_bf16_exact(s_.hq, rng, 3.0f);
+    const Tensor cpu_sinks = Tensor::view(sinks.data(), {s_.hq});
+    cuda::DeviceBuffer d_sinks = cuda::to_device(sinks);
+    const Tensor gpu_sinks =
+        Tensor::view(d_sinks.data(), {s_.hq}, DType::F32, Device::cuda(cuda::current_device()));
+    if (s_.sinks) call.sinks = &cpu_sinks;
     std::vector<float> ref(size_t(t) * ow);
     cpu_.prepare(batch);
     auto host = [t](std::vector<float>& x) {
@@ -102,6 +113,7 @@ class BackendPair {
       return Tensor::view(b.data(), {t, width}, DType::F32, Device::cuda(cuda::current_device()));
     };
     Tensor out_t = dev(dout, ow);
+    if (s_.sinks) call.sinks = &gpu_sinks;
     gpu_.forward(call, dev(dq, qw), dev(dk, kw), dev(dv, vw), out_t);
     STRATA_CUDA_CHECK(cudaDeviceSynchronize());
     return rel_l2(cuda::to_host<float>(dout.data(), ref.size()), ref);
@@ -200,14 +212,20 @@ INSTANTIATE_TEST_SUITE_P(
                     // (640, separate value) with an odd group.
                     Shape{8, 1, 200, 0, 16, 136}, Shape{6, 2, 200, 0, 1, 0, 136},
                     Shape{8, 2, 576, 0, 16, 0, 512}, Shape{4, 1, 328, 50, 1, 264},
-                    Shape{3, 1, 640, 0, 1, 0, 640}),
+                    Shape{3, 1, 640, 0, 1, 0, 640},
+                    // gpt-oss: sinks, with and without a window, GQA and MHA; Gemma 2-style
+                    // soft-capping (also on a 256-wide head, Gemma 3's width).
+                    Shape{4, 2, 64, 8, 16, 0, 0, true}, Shape{8, 8, 64, 0, 1, 0, 0, true},
+                    Shape{6, 2, 32, 9, 1, 0, 0, true, 30.0f},
+                    Shape{4, 1, 256, 100, 16, 0, 0, false, 50.0f}),
     [](const testing::TestParamInfo<Shape>& info) {
       const Shape& s = info.param;
       return "hq" + std::to_string(s.hq) + "_hkv" + std::to_string(s.hkv) + "_d" +
              std::to_string(s.head_dim) + "_w" + std::to_string(s.window) + "_page" +
              std::to_string(s.page_size) +
              (s.latent_v ? "_latent" + std::to_string(s.latent_v) : "") +
-             (s.value_dim ? "_v" + std::to_string(s.value_dim) : "");
+             (s.value_dim ? "_v" + std::to_string(s.value_dim) : "") + (s.sinks ? "_sinks" : "") +
+             (s.softcap > 0 ? "_softcap" + std::to_string(int(s.softcap)) : "");
     });
 
 // The one KV pool class over GPU memory: bf16 rows in device memory, zeroed, and the same
