@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One command on the H200: the GPU tests, then the benchmarks of
 # docs/benchmarks-cuda.md. Logs and JSON results go to $OUT (default ./cuda-out).
-#   bench/cuda_device_run.sh [tests|bench|serving|deepseek|hybrid|peer|profile|all] [output_len]
+#   bench/cuda_device_run.sh [tests|bench|serving|deepseek|hybrid|families|peer|profile|all] [output_len]
+# families: gpt-oss-20b (and FAMILY_CONFIGS) decode at batch 1/8/64, 1024 in, dummy weights, and
+# transformers on the same GPU.
 # schema: serving decode with and without a JSON schema (structured output's masks on the GPU),
 # Llama-3.1-8B shape with the vendored llama3 tokenizer.
 # hybrid: Nemotron-3-Nano-30B-A3B's shape (NemotronH: Mamba2 + MoE + 6 attention layers), dummy
@@ -136,6 +138,23 @@ if [ "$what" = hybrid ] || [ "$what" = all ]; then
     --batch-size 1 8 64 --input-len 1024 --output-len "${HYBRID_PEER_OUTPUT_LEN:-32}" \
     2>"$OUT/hybrid_peer.err" | tee "$OUT/hybrid_peer.jsonl"
   tail -3 "$OUT/hybrid_peer.err"
+fi
+
+if [ "$what" = families ] || [ "$what" = all ]; then
+  # The families of the "Gemma 3, gpt-oss, LFM2, Qwen3-Next" issue at published shapes, dummy
+  # weights (FAMILY_CONFIGS: bench/configs names), then transformers on the same GPU.
+  for name in ${FAMILY_CONFIGS:-gpt-oss-20b}; do
+    for b in 1 8 64; do
+      timeout 300 "$bin/strata" bench-one-batch --model bench/configs/$name --load-format dummy \
+        --device cuda --batch-size $b --input-len 1024 --output-len "$output_len" --json |
+        tee -a "$OUT/${name}_decode.jsonl"
+    done
+    PYTHONUNBUFFERED=1 timeout "${FAMILY_PEER_TIMEOUT:-300}" python3 bench/hf_transformers_bench.py \
+      bench/configs/$name --batch-size 1 8 64 --input-len 1024 \
+      --output-len "${FAMILY_PEER_OUTPUT_LEN:-32}" 2>"$OUT/${name}_peer.err" |
+      tee "$OUT/${name}_peer.jsonl"
+    tail -3 "$OUT/${name}_peer.err"
+  done
 fi
 
 if [ "$what" = peer ] || [ "$what" = all ]; then

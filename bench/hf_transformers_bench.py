@@ -45,6 +45,7 @@ def bench(model, vocab, batch, input_len, output_len, warmup):
         "decode_median_latency_ms": statistics.median(step_s) * 1e3 if step_s else 0.0,
         "decode_throughput_tok_s": batch * len(step_s) / sum(step_s) if step_s else 0.0,
         "decode_steps": len(step_s),
+        "attention": getattr(model.config, "_attn_implementation", "?"),
     }
 
 
@@ -56,10 +57,19 @@ def main():
     ap.add_argument("--output-len", type=int, default=256)
     args = ap.parse_args()
     config = AutoConfig.from_pretrained(args.config_dir)
+    # Random bf16 weights, as strata's dummy format: a published quantization (gpt-oss's MXFP4)
+    # would need its checkpoint and kernels.
+    if getattr(config, "quantization_config", None) is not None:
+        del config.quantization_config
     torch.manual_seed(0)
     torch.set_default_dtype(torch.bfloat16)
+    # sdpa where transformers has it for the family; eager otherwise (gpt-oss's sinks).
     with torch.device("cuda"):
-        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+        try:
+            model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+        except (ValueError, NotImplementedError) as e:
+            print(f"sdpa unavailable ({e}); eager attention", file=__import__("sys").stderr)
+            model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
     model = model.to(torch.bfloat16).eval()
     for b in args.batch_size:
         print(json.dumps(bench(model, config.vocab_size, b, args.input_len, args.output_len, True)), flush=True)

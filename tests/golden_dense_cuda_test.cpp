@@ -65,9 +65,13 @@ class GoldenCuda : public testing::TestWithParam<GoldenCase> {
 // 3's logits by 2.75 (measured 2026-12-01; the GPU's error there is 2.71). nemotron_h_moe,
 // prompt 2: the same experiment moves its logits by 3.497 (measured 2026-12-02; the GPU's error
 // is 3.484). Both routers run in f32 on the GPU too (as in transformers); the flip comes from
-// the bf16 activations before them. Every other check still runs on these prompts.
+// the bf16 activations before them. gpt_oss, prompt 3: its f32 router logits have a top-2 margin
+// of 1.5e-4 there, and transformers' own bf16 forward on the GPU misses the reference by 3.82
+// on it (tools/bf16_sensitivity.py, 2026-12-02; strata's GPU error is 1.63, every other
+// prompt within 0.06). Every other check still runs on these prompts.
 static bool prefill_compared(const std::string& fixture, size_t prompt) {
   if (fixture == "deepseek_v3") return prompt < 2;
+  if (fixture == "gpt_oss") return prompt != 3;
   if (fixture == "nemotron_h_moe" || fixture == "nemotron_h_moe_hub_config") return prompt != 2;
   return true;
 }

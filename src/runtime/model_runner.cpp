@@ -236,7 +236,10 @@ Tensor ModelRunner::forward(const ForwardBatch& batch, const Tensor& hidden_in) 
     STRATA_CHECK(hidden_in.rows() == batch.num_tokens(), "stage input {} for {} tokens",
                  hidden_in.describe(), batch.num_tokens());
     Tensor in = device_->persistent("stage_in", {hidden_in.rows(), hidden_in.cols()}, DType::F32);
-    device_->ops().copy(hidden_in, in);
+    // What forward() of the stage before returned: host memory, whatever device runs here.
+    Ops& ops = device_->ops();
+    ops.copy(hidden_in.device() == ops.device() ? hidden_in : ops.upload(hidden_in, DType::F32),
+             in);
   }
   PassOutput out = run_pass(batch, PassKind::logits());
   if (stage_.is_last) return device_->to_host(out.logits);

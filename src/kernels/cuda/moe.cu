@@ -1,4 +1,7 @@
+#include <mma.h>
+
 #include <climits>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/moe.h"
@@ -108,6 +111,91 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// The tensor-core form of the same contract: a 64 x 64 output tile per block of four warps, each
+// warp 32 x 32 (2 x 2 bf16 WMMA fragments, f32 accumulation), k in steps of 32 staged in shared
+// memory with 16-byte loads. Needs k, lda and both base pointers 16-byte aligned (k % 8 == 0);
+// the SIMT kernel above takes every other shape.
+constexpr int kTcK = 32, kTcLd = kTcK + 8, kTcLdc = kTileN + 4;
+
+__global__ void __launch_bounds__(128)
+    grouped_gemm_tc_kernel(const bf16* a, int64_t lda, const int32_t* a_rows, const bf16* w,
+                           const float* bias, int n, int k, const int32_t* c_rows, float* c,
+                           int64_t ldc, MoeSort s) {
+  namespace wmma = nvcuda::wmma;
+  const int tile = blockIdx.y;
+  const int e = s.tile_expert[tile];
+  if (e < 0) return;
+  const int m0 = s.tile_start[tile], m_end = s.tile_end[tile];
+  const int n0 = blockIdx.x * kTileN;
+  const bf16* we = w + static_cast<int64_t>(e) * n * k;
+  __shared__ __align__(32) bf16 as[kTileM * kTcLd];
+  __shared__ __align__(32) bf16 bs[kTileN * kTcLd];
+  __shared__ __align__(32) float cs[kTileM * kTcLdc];
+  const int tid = threadIdx.x, warp = tid / 32, wm = warp / 2, wn = warp % 2;
+  // Each thread stages two 8-element chunks of A and of W per k step: chunk q of the tile is
+  // row q / 4, columns (q % 4) * 8.
+  const bf16* arow[2];
+  const bf16* brow[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = (tid + 128 * i) / 4;
+    const int m = m0 + r;
+    arow[i] = m < m_end ? a + static_cast<int64_t>(a_rows ? a_rows[m] : m) * lda : nullptr;
+    brow[i] = n0 + r < n ? we + static_cast<int64_t>(n0 + r) * k : nullptr;
+  }
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int k0 = 0; k0 < k; k0 += kTcK) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int q = tid + 128 * i, r = q / 4, kc = (q % 4) * 8, kk = k0 + kc;
+      *reinterpret_cast<uint4*>(as + r * kTcLd + kc) =
+          arow[i] && kk < k ? *reinterpret_cast<const uint4*>(arow[i] + kk) : zero;
+      *reinterpret_cast<uint4*>(bs + r * kTcLd + kc) =
+          brow[i] && kk < k ? *reinterpret_cast<const uint4*>(brow[i] + kk) : zero;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTcK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        wmma::load_matrix_sync(fa[i], as + (wm * 32 + i * 16) * kTcLd + kk, kTcLd);
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        wmma::load_matrix_sync(fb[j], bs + (wn * 32 + j * 16) * kTcLd + kk, kTcLd);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      wmma::store_matrix_sync(cs + (wm * 32 + i * 16) * kTcLdc + wn * 32 + j * 16, acc[i][j],
+                              kTcLdc, wmma::mem_row_major);
+  __syncthreads();
+  for (int idx = tid; idx < kTileM * kTileN; idx += 128) {
+    const int r = idx / kTileN, col = idx % kTileN, m = m0 + r;
+    if (m >= m_end || n0 + col >= n) continue;
+    float* crow = c + static_cast<int64_t>(c_rows ? c_rows[m] : m) * ldc;
+    crow[n0 + col] =
+        cs[r * kTcLdc + col] + (bias ? bias[static_cast<int64_t>(e) * n + n0 + col] : 0.0f);
+  }
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 __global__ void combine_kernel(const float* y, const float* weights, const int32_t* ids,
                                int num_experts, int64_t total, int top_k, int hidden, View out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -146,7 +234,11 @@ void moe_grouped_gemm(const bf16* a, int64_t lda, const int32_t* a_rows, const b
   if (s.max_tiles == 0 || n == 0) return;
   if (s.max_tiles > 65535) throw_error("experts: too many row tiles for one launch");
   const dim3 grid((n + kTileN - 1) / kTileN, static_cast<unsigned>(s.max_tiles));
-  grouped_gemm_kernel<<<grid, 256, 0, stream>>>(a, lda, a_rows, w, bias, n, k, c_rows, c, ldc, s);
+  if (k % 8 == 0 && lda % 8 == 0 && aligned16(a) && aligned16(w))
+    grouped_gemm_tc_kernel<<<grid, 128, 0, stream>>>(a, lda, a_rows, w, bias, n, k, c_rows, c, ldc,
+                                                     s);
+  else
+    grouped_gemm_kernel<<<grid, 256, 0, stream>>>(a, lda, a_rows, w, bias, n, k, c_rows, c, ldc, s);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
