@@ -112,16 +112,21 @@ __global__ void __launch_bounds__(256)
 }
 
 // The tensor-core form of the same contract: a 64 x 64 output tile per block of four warps, each
-// warp 32 x 32 (2 x 2 bf16 WMMA fragments, f32 accumulation), k in steps of 32 staged in shared
-// memory with 16-byte loads. Needs k, lda and both base pointers 16-byte aligned (k % 8 == 0);
-// the SIMT kernel above takes every other shape.
-constexpr int kTcK = 32, kTcLd = kTcK + 8, kTcLdc = kTileN + 4;
+// warp 32 x 32 (2 x 2 bf16 WMMA fragments, f32 accumulation), k in steps of 64 staged in shared
+// memory with 16-byte loads; the next step's chunks are loaded into registers while the
+// tensor cores work on this one, so a decode pass (an expert with a few rows: the weights'
+// bytes are the cost) keeps loads in flight. Needs k, lda and both base pointers 16-byte
+// aligned (k % 8 == 0); the SIMT kernel above takes every other shape.
+constexpr int kTcK = 64, kTcLd = kTcK + 8, kTcLdc = kTileN + 4;
+constexpr int kTcThreads = 128;
+constexpr int kTcChunks = kTileM * kTcK / 8 / kTcThreads;  // 16-byte chunks per thread per tile
 
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(kTcThreads)
     grouped_gemm_tc_kernel(const bf16* a, int64_t lda, const int32_t* a_rows, const bf16* w,
                            const float* bias, int n, int k, const int32_t* c_rows, float* c,
                            int64_t ldc, MoeSort s) {
   namespace wmma = nvcuda::wmma;
+  static_assert(kTileM == kTileN, "A and W tiles share the chunk layout");
   const int tile = blockIdx.y;
   const int e = s.tile_expert[tile];
   if (e < 0) return;
@@ -132,33 +137,40 @@ __global__ void __launch_bounds__(128)
   __shared__ __align__(32) bf16 bs[kTileN * kTcLd];
   __shared__ __align__(32) float cs[kTileM * kTcLdc];
   const int tid = threadIdx.x, warp = tid / 32, wm = warp / 2, wn = warp % 2;
-  // Each thread stages two 8-element chunks of A and of W per k step: chunk q of the tile is
-  // row q / 4, columns (q % 4) * 8.
-  const bf16* arow[2];
-  const bf16* brow[2];
+  // Chunk q = tid + 128 i of a tile is row q / 8, columns (q % 8) * 8.
+  const bf16* arow[kTcChunks];
+  const bf16* brow[kTcChunks];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = (tid + 128 * i) / 4;
-    const int m = m0 + r;
+  for (int i = 0; i < kTcChunks; ++i) {
+    const int r = (tid + kTcThreads * i) / 8, m = m0 + r;
     arow[i] = m < m_end ? a + static_cast<int64_t>(a_rows ? a_rows[m] : m) * lda : nullptr;
     brow[i] = n0 + r < n ? we + static_cast<int64_t>(n0 + r) * k : nullptr;
   }
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  uint4 ra[kTcChunks], rb[kTcChunks];
+  const auto load = [&](int k0) {
+#pragma unroll
+    for (int i = 0; i < kTcChunks; ++i) {
+      const int kk = k0 + ((tid + kTcThreads * i) % 8) * 8;
+      ra[i] = arow[i] && kk < k ? *reinterpret_cast<const uint4*>(arow[i] + kk) : zero;
+      rb[i] = brow[i] && kk < k ? *reinterpret_cast<const uint4*>(brow[i] + kk) : zero;
+    }
+  };
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
     for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-  const uint4 zero = make_uint4(0, 0, 0, 0);
+  load(0);
   for (int k0 = 0; k0 < k; k0 += kTcK) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int q = tid + 128 * i, r = q / 4, kc = (q % 4) * 8, kk = k0 + kc;
-      *reinterpret_cast<uint4*>(as + r * kTcLd + kc) =
-          arow[i] && kk < k ? *reinterpret_cast<const uint4*>(arow[i] + kk) : zero;
-      *reinterpret_cast<uint4*>(bs + r * kTcLd + kc) =
-          brow[i] && kk < k ? *reinterpret_cast<const uint4*>(brow[i] + kk) : zero;
+    for (int i = 0; i < kTcChunks; ++i) {
+      const int q = tid + kTcThreads * i, at = (q / 8) * kTcLd + (q % 8) * 8;
+      *reinterpret_cast<uint4*>(as + at) = ra[i];
+      *reinterpret_cast<uint4*>(bs + at) = rb[i];
     }
     __syncthreads();
+    if (k0 + kTcK < k) load(k0 + kTcK);  // in flight while the tensor cores run
 #pragma unroll
     for (int kk = 0; kk < kTcK; kk += 16) {
       wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa[2];
@@ -183,7 +195,7 @@ __global__ void __launch_bounds__(128)
       wmma::store_matrix_sync(cs + (wm * 32 + i * 16) * kTcLdc + wn * 32 + j * 16, acc[i][j],
                               kTcLdc, wmma::mem_row_major);
   __syncthreads();
-  for (int idx = tid; idx < kTileM * kTileN; idx += 128) {
+  for (int idx = tid; idx < kTileM * kTileN; idx += kTcThreads) {
     const int r = idx / kTileN, col = idx % kTileN, m = m0 + r;
     if (m >= m_end || n0 + col >= n) continue;
     float* crow = c + static_cast<int64_t>(c_rows ? c_rows[m] : m) * ldc;
@@ -235,8 +247,8 @@ void moe_grouped_gemm(const bf16* a, int64_t lda, const int32_t* a_rows, const b
   if (s.max_tiles > 65535) throw_error("experts: too many row tiles for one launch");
   const dim3 grid((n + kTileN - 1) / kTileN, static_cast<unsigned>(s.max_tiles));
   if (k % 8 == 0 && lda % 8 == 0 && aligned16(a) && aligned16(w))
-    grouped_gemm_tc_kernel<<<grid, 128, 0, stream>>>(a, lda, a_rows, w, bias, n, k, c_rows, c, ldc,
-                                                     s);
+    grouped_gemm_tc_kernel<<<grid, kTcThreads, 0, stream>>>(a, lda, a_rows, w, bias, n, k, c_rows,
+                                                            c, ldc, s);
   else
     grouped_gemm_kernel<<<grid, 256, 0, stream>>>(a, lda, a_rows, w, bias, n, k, c_rows, c, ldc, s);
   STRATA_CUDA_CHECK_LAUNCH();
