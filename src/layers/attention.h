@@ -17,7 +17,11 @@ struct AttentionOptions {
   int layer_id = 0;
   int hidden_size = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   bool qkv_bias = false, o_bias = false;
-  bool qk_norm = false;  // per-head RMSNorm of q and k before rope (Qwen3)
+  bool qk_norm = false;         // per-head RMSNorm of q and k before rope (Qwen3)
+  float qk_norm_offset = 0.0f;  // 1: the q/k norms scale by (1 + w) (Qwen3-Next)
+  // Qwen3-Next's gated attention: q_proj also makes a gate per head (its rows interleave
+  // [q_h | gate_h] head by head) and the attention output is multiplied by sigmoid(gate).
+  bool output_gate = false;
   float norm_eps = 1e-6f;
   int sliding_window = 0;
   bool use_rope = true;
@@ -46,6 +50,7 @@ class GQAAttention {
  private:
   // The attention output before o_proj: [T, heads * head_dim] in the activation dtype.
   Tensor attend(const Tensor& x, ForwardContext& ctx) const;
+  static Linear gated_qkv(ParamLoader& w, const std::string& prefix, const AttentionOptions& opt);
 
   AttentionOptions opt_;
   Linear qkv_, o_;

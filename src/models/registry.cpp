@@ -17,6 +17,8 @@ std::unique_ptr<CausalLM> build_nemotron_h(const ModelConfig&, ParamLoader&, con
 std::unique_ptr<CausalLM> build_bamba(const ModelConfig&, ParamLoader&, const StagePlan&);
 std::unique_ptr<CausalLM> build_falcon_h1(const ModelConfig&, ParamLoader&, const StagePlan&);
 std::unique_ptr<CausalLM> build_deepseek(const ModelConfig&, ParamLoader&, const StagePlan&);
+std::unique_ptr<CausalLM> build_lfm2(const ModelConfig&, ParamLoader&, const StagePlan&);
+std::unique_ptr<CausalLM> build_qwen3_next(const ModelConfig&, ParamLoader&, const StagePlan&);
 
 namespace {
 
@@ -37,6 +39,8 @@ const std::map<std::string, Builder>& builders() {
       {"FalconH1ForCausalLM", build_falcon_h1},
       {"DeepseekV2ForCausalLM", build_deepseek},
       {"DeepseekV3ForCausalLM", build_deepseek},
+      {"Lfm2ForCausalLM", build_lfm2},
+      {"Qwen3NextForCausalLM", build_qwen3_next},
   };
   return kBuilders;
 }
