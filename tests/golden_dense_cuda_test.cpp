@@ -146,14 +146,14 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The hybrids: Mamba2 layers through the same model files (the recurrent ops on the GPU, the
 // state pool in device memory), MoE blocks of NemotronH, Falcon-H1's parallel mixers.
-INSTANTIATE_TEST_SUITE_P(Hybrids, GoldenCuda,
-                         testing::Values(GoldenCase{"nemotron_h", 1}, GoldenCase{"nemotron_h", 16},
-                                         GoldenCase{"nemotron_h_mamba_only", 1},
-                                         GoldenCase{"nemotron_h_moe", 1},
-                                         GoldenCase{"nemotron_h_moe", 16},
-                                         GoldenCase{"nemotron_h_moe_hub_config", 1},
-                                         GoldenCase{"bamba", 1}, GoldenCase{"bamba", 16},
-                                         GoldenCase{"falcon_h1", 1}, GoldenCase{"falcon_h1", 16}),
-                         golden_case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Hybrids, GoldenCuda,
+    testing::Values(GoldenCase{"nemotron_h", 1}, GoldenCase{"nemotron_h", 16},
+                    GoldenCase{"nemotron_h_mamba_only", 1}, GoldenCase{"nemotron_h_moe", 1},
+                    GoldenCase{"nemotron_h_moe", 16}, GoldenCase{"nemotron_h_moe_hub_config", 1},
+                    GoldenCase{"bamba", 1}, GoldenCase{"bamba", 16}, GoldenCase{"falcon_h1", 1},
+                    GoldenCase{"falcon_h1", 16}, GoldenCase{"lfm2", 1}, GoldenCase{"lfm2", 16},
+                    GoldenCase{"qwen3_next", 1}, GoldenCase{"qwen3_next", 16}),
+    golden_case_name);
 
 }  // namespace strata::test

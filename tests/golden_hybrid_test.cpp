@@ -1,8 +1,9 @@
-// Golden tests against Hugging Face transformers for the hybrid attention + Mamba2 families
-// (NemotronH, Bamba, Falcon-H1), plus the invariances their recurrent state must keep:
-// batched = single, chunked prefill (pieces of 1, 5, 16) = one prefill, prefill + 10 decode
-// steps = full recompute (the reference's greedy logits were computed without any cache), and
-// the per-layer hidden states of the reference (each stage boundary is a layer boundary).
+// Golden tests against Hugging Face transformers for the hybrid attention + recurrent families
+// (Mamba2: NemotronH, Bamba, Falcon-H1; short conv: LFM2; Gated DeltaNet: Qwen3-Next), plus the
+// invariances their recurrent state must keep: batched = single, chunked prefill (pieces of 1, 5,
+// 16) = one prefill, prefill + 10 decode steps = full recompute (the reference's greedy logits were
+// computed without any cache), and the per-layer hidden states of the reference (each stage
+// boundary is a layer boundary).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -77,21 +78,21 @@ TEST_P(HybridGolden, DecodeStepsEqualFullRecompute) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, HybridGolden,
-                         testing::Values(GoldenCase{"nemotron_h", 1}, GoldenCase{"nemotron_h", 16},
-                                         GoldenCase{"nemotron_h_mamba_only", 1},
-                                         GoldenCase{"nemotron_h_moe", 1},
-                                         GoldenCase{"nemotron_h_moe", 16},
-                                         GoldenCase{"nemotron_h_moe_hub_config", 1},
-                                         GoldenCase{"bamba", 1}, GoldenCase{"bamba", 16},
-                                         GoldenCase{"falcon_h1", 1}, GoldenCase{"falcon_h1", 16}),
-                         golden_case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, HybridGolden,
+    testing::Values(GoldenCase{"nemotron_h", 1}, GoldenCase{"nemotron_h", 16},
+                    GoldenCase{"nemotron_h_mamba_only", 1}, GoldenCase{"nemotron_h_moe", 1},
+                    GoldenCase{"nemotron_h_moe", 16}, GoldenCase{"nemotron_h_moe_hub_config", 1},
+                    GoldenCase{"bamba", 1}, GoldenCase{"bamba", 16}, GoldenCase{"falcon_h1", 1},
+                    GoldenCase{"falcon_h1", 16}, GoldenCase{"lfm2", 1}, GoldenCase{"lfm2", 16},
+                    GoldenCase{"qwen3_next", 1}, GoldenCase{"qwen3_next", 16}),
+    golden_case_name);
 
 // Each hidden state transformers reports (the input of layer k) is what a stage that ends at
 // layer k hands on, so a mismatch names the first wrong layer.
 TEST(HybridGoldenLayers, HiddenStatesMatchReferenceLayerByLayer) {
-  for (const std::string fixture :
-       {"nemotron_h", "nemotron_h_mamba_only", "nemotron_h_moe", "bamba", "falcon_h1"}) {
+  for (const std::string fixture : {"nemotron_h", "nemotron_h_mamba_only", "nemotron_h_moe",
+                                    "bamba", "falcon_h1", "lfm2", "qwen3_next"}) {
     const ModelConfig config = ModelConfig::load(fixture_dir(fixture));
     SafetensorsFile file(fixture_dir(fixture) + "/reference.safetensors");
     const Reference ref = load_reference(fixture);

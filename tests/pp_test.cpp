@@ -93,7 +93,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParallel,
                                          Case{"deepseek_v3", {2, 3}}, Case{"nemotron_h", {2, 3, 4}},
                                          Case{"nemotron_h_moe", {2, 4}}, Case{"bamba", {2, 4}},
                                          Case{"falcon_h1", {2, 4}}, Case{"gemma3", {2, 3}},
-                                         Case{"gpt_oss", {2, 3}}),
+                                         Case{"gpt_oss", {2, 3}}, Case{"lfm2", {2, 3, 4}},
+                                         Case{"qwen3_next", {2, 3, 4}}),
                          [](const testing::TestParamInfo<Case>& info) {
                            return info.param.fixture;
                          });

@@ -116,7 +116,7 @@ TEST_P(HybridServer, PrefixHitsOverHttpChangeNothing) {
     expect_same(answers[0][i], answers[1][i], name() + " request " + std::to_string(i));
 }
 
-INSTANTIATE_TEST_SUITE_P(Hybrids, HybridServer, test::hybrid_cache_setups(),
+INSTANTIATE_TEST_SUITE_P(Hybrids, HybridServer, test::mamba2_cache_setups(),
                          test::hybrid_cache_setup_name);
 
 namespace {

@@ -1,5 +1,6 @@
 #include "layers/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "attention/backend.h"
@@ -21,12 +22,43 @@ AttentionOptions attention_options_from_config(const ModelConfig& c, int layer_i
   return o;
 }
 
+// The fused projection of gated attention, columns [q | k | v | gate]: q_proj's rows are
+// [q_h | gate_h] per head; they are split so that q and k stay adjacent (one rope over both)
+// and the gate comes last.
+Linear GQAAttention::gated_qkv(ParamLoader& w, const std::string& prefix,
+                               const AttentionOptions& opt) {
+  if (opt.qkv_bias)
+    fail("config.json: attention_bias with a gated q_proj (layer {}) is not supported",
+         opt.layer_id);
+  const int64_t hd = opt.head_dim, H = opt.hidden_size, q_out = int64_t{opt.num_heads} * hd,
+                kv_out = int64_t{opt.num_kv_heads} * hd;
+  const Tensor q = w.host(prefix + "." + opt.q + ".weight", {2 * q_out, H});
+  const Tensor k = w.host(prefix + "." + opt.k + ".weight", {kv_out, H});
+  const Tensor v = w.host(prefix + "." + opt.v + ".weight", {kv_out, H});
+  Tensor fused({2 * q_out + 2 * kv_out, H});
+  float* out = fused.data();
+  auto put_rows = [&](const float* src, int64_t rows) {
+    std::copy_n(src, rows * H, out);
+    out += rows * H;
+  };
+  for (int h = 0; h < opt.num_heads; ++h) put_rows(q.data() + 2 * h * hd * H, hd);
+  put_rows(k.data(), kv_out);
+  put_rows(v.data(), kv_out);
+  for (int h = 0; h < opt.num_heads; ++h) put_rows(q.data() + (2 * h + 1) * hd * H, hd);
+  return Linear::from_tensors(w.upload_matrix(fused));
+}
+
 GQAAttention::GQAAttention(ParamLoader& w, const std::string& prefix, const AttentionOptions& opt)
     : opt_(opt) {
   const int64_t q_out = int64_t{opt.num_heads} * opt.head_dim,
                 kv_out = int64_t{opt.num_kv_heads} * opt.head_dim;
-  qkv_ = Linear::load_stacked(w, {prefix + "." + opt.q, prefix + "." + opt.k, prefix + "." + opt.v},
-                              opt.hidden_size, {q_out, kv_out, kv_out}, opt.qkv_bias);
+  if (opt.output_gate) {
+    qkv_ = gated_qkv(w, prefix, opt);
+  } else {
+    qkv_ =
+        Linear::load_stacked(w, {prefix + "." + opt.q, prefix + "." + opt.k, prefix + "." + opt.v},
+                             opt.hidden_size, {q_out, kv_out, kv_out}, opt.qkv_bias);
+  }
   o_ = Linear::load(w, prefix + "." + opt.o, q_out, opt.hidden_size, opt.o_bias);
   if (opt.qk_norm) {
     q_norm_ = RMSNorm::load(w, prefix + "." + opt.q_norm + ".weight", opt.head_dim, opt.norm_eps,
@@ -73,6 +105,7 @@ Tensor GQAAttention::attend(const Tensor& x, ForwardContext& ctx) const {
   STRATA_CHECK(ctx.attention != nullptr, "layer {} has attention but no backend is set",
                opt_.layer_id);
   ctx.attention->forward(call, q, k, v, attn);
+  if (opt_.output_gate) ops.mul(attn, qkv.slice_cols(q_w + 2 * kv_w, q_w), true, attn);
   return attn;
 }
 

@@ -18,8 +18,11 @@ struct AttentionOptions {
   int hidden_size = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   bool qkv_bias = false, o_bias = false;
   bool qk_norm = false;  // per-head RMSNorm of q and k before rope (Qwen3)
+  // Qwen3-Next's gated attention: q_proj also makes a gate per head (its rows interleave
+  // [q_h | gate_h] head by head) and the attention output is multiplied by sigmoid(gate).
+  bool output_gate = false;
   float norm_eps = 1e-6f;
-  float norm_weight_offset = 0.0f;  // 1 for (1 + w) q/k norms (Gemma 3)
+  float norm_weight_offset = 0.0f;  // 1 for (1 + w) q/k norms (Gemma 3, Qwen3-Next)
   bool sinks = false;               // a learned sink logit per q head, `prefix.sinks` (gpt-oss)
   float logit_softcap = 0.0f;       // tanh soft-capping of the scores; 0 = off
   int sliding_window = 0;
@@ -50,6 +53,7 @@ class GQAAttention {
  private:
   // The attention output before o_proj: [T, heads * head_dim] in the activation dtype.
   Tensor attend(const Tensor& x, ForwardContext& ctx) const;
+  static Linear gated_qkv(ParamLoader& w, const std::string& prefix, const AttentionOptions& opt);
 
   AttentionOptions opt_;
   Linear qkv_, o_;

@@ -123,8 +123,8 @@ Tensor Mamba2Mixer::forward(const Tensor& x, const ForwardBatch& batch, ForwardC
   const Tensor dt = proj.slice_cols(I + conv_dim, opt_.num_heads);
 
   Tensor xbc = ops.empty({T, conv_dim});
-  ops.causal_conv1d(xbc_in, conv_weight_, opt_.conv_bias ? &conv_bias_ : nullptr, ctx.state_seqs,
-                    pool.conv(opt_.layer_id), xbc);
+  ops.causal_conv1d(xbc_in, conv_weight_, opt_.conv_bias ? &conv_bias_ : nullptr, true,
+                    ctx.state_seqs, pool.conv(opt_.layer_id), xbc);
   Tensor y = ops.empty({T, I});
   ops.ssm_scan(xbc, dt, ssm_, ctx.state_seqs, batch.mode == ForwardMode::Decode,
                pool.ssm(opt_.layer_id), y);

@@ -40,8 +40,8 @@ MoELayer::MoELayer(ParamLoader& w, const std::string& prefix, const MoEOptions& 
   if (has_shared_)
     shared_ = ExpertMlp(w, prefix + "." + opt.shared, opt.hidden_size, opt.shared_expert);
   if (has_shared_ && !opt.shared_gate.empty())
-    fail("{}: a sigmoid-gated shared expert (Qwen2-MoE's shared_expert_gate) is not supported yet",
-         prefix);
+    shared_gate_ = Linear::from_tensors(
+        w.matrix_f32(prefix + "." + opt.shared_gate + ".weight", 1, opt.hidden_size));
 }
 
 namespace {
@@ -138,7 +138,11 @@ void MoELayer::forward(Ops& ops, const Tensor& x, Tensor& residual) const {
   Tensor ids = ops.empty({t, k}, DType::I32), weights = ops.empty({t, k});
   ops.route(opt_.router, logits, bias_.empty() ? nullptr : &bias_, ids, weights);
   ops.experts(experts_, x, ids, weights, residual);
-  if (has_shared_) ops.add(residual, shared_.forward(ops, x));
+  if (!has_shared_) return;
+  Tensor shared = shared_.forward(ops, x);
+  if (shared_gate_.loaded())  // Qwen2-MoE / Qwen3-Next: shared(x) * sigmoid(x . w_gate)
+    ops.mul(shared, shared_gate_.forward(ops, x), true, shared);
+  ops.add(residual, shared);
 }
 
 }  // namespace strata

@@ -137,6 +137,90 @@ std::vector<LayerSpec> falcon_h1(const ModelConfig& c) {
   return std::vector<LayerSpec>(c.num_layers, s);
 }
 
+// LFM2: `layer_types` names each layer `conv` (a short conv) or `full_attention`; every layer
+// has a dense MLP. Older configs list the attention layers in `full_attn_idxs` instead.
+std::vector<LayerSpec> lfm2(const ModelConfig& c) {
+  LayerSpec conv;
+  conv.recurrent = RecurrentKind::ShortConv;
+  std::vector<LayerSpec> layers(c.num_layers, conv);
+  if (c.raw.contains("layer_types") && c.raw["layer_types"].is_array()) {
+    layers.clear();
+    for (const auto& t : c.raw["layer_types"]) {
+      const std::string type = t.is_string() ? t.get<std::string>() : t.dump();
+      if (type == "conv")
+        layers.push_back(conv);
+      else if (type == "full_attention")
+        layers.push_back(attention_layer(c, false));
+      else
+        fail(
+            "config.json: LFM2 layer_types entry '{}' is not known (expected conv or "
+            "full_attention)",
+            type);
+    }
+  } else if (c.raw.contains("full_attn_idxs") && c.raw["full_attn_idxs"].is_array()) {
+    for (const auto& i : c.raw["full_attn_idxs"]) {
+      if (!i.is_number_integer() || i.get<int>() < 0 || i.get<int>() >= c.num_layers)
+        fail("config.json: full_attn_idxs entry {} is not a layer of a {}-layer model", i.dump(),
+             c.num_layers);
+      layers[i.get<int>()] = attention_layer(c, false);
+    }
+  } else {
+    fail(
+        "config.json: {} needs `layer_types` (conv / full_attention per layer) or "
+        "`full_attn_idxs` to say what each layer is",
+        c.architecture);
+  }
+  return layers;
+}
+
+// Qwen3-Next: `layer_types` names each layer `linear_attention` (a Gated DeltaNet) or
+// `full_attention` (gated attention); the published configs say `full_attention_interval`
+// instead (every interval-th layer is full attention). The MLP is routed experts except in
+// `mlp_only_layers` and off the decoder_sparse_step grid, where it is dense.
+std::vector<LayerSpec> qwen3_next(const ModelConfig& c) {
+  json types = json::array();
+  if (c.raw.contains("layer_types") && c.raw["layer_types"].is_array()) {
+    types = c.raw["layer_types"];
+  } else {
+    const int interval = c.get_int("full_attention_interval", 4);
+    if (interval <= 0)
+      fail("config.json: full_attention_interval must be positive, got {}; fix config.json",
+           interval);
+    for (int i = 0; i < c.num_layers; ++i)
+      types.push_back((i + 1) % interval == 0 ? "full_attention" : "linear_attention");
+  }
+  const int step = c.get_int("decoder_sparse_step", 1);
+  if (step <= 0) fail("config.json: decoder_sparse_step must be positive, got {}", step);
+  std::vector<bool> mlp_only(c.num_layers, false);
+  if (c.raw.contains("mlp_only_layers") && c.raw["mlp_only_layers"].is_array())
+    for (const auto& i : c.raw["mlp_only_layers"]) {
+      if (!i.is_number_integer() || i.get<int>() < 0 || i.get<int>() >= c.num_layers)
+        fail("config.json: mlp_only_layers entry {} is not a layer of a {}-layer model", i.dump(),
+             c.num_layers);
+      mlp_only[i.get<int>()] = true;
+    }
+  const bool has_experts = c.get_int("num_experts", 0) > 0;
+  std::vector<LayerSpec> layers;
+  for (const auto& t : types) {
+    const std::string type = t.is_string() ? t.get<std::string>() : t.dump();
+    LayerSpec s;
+    if (type == "linear_attention")
+      s.recurrent = RecurrentKind::GatedDeltaNet;
+    else if (type == "full_attention")
+      s.attention = AttentionKind::Full;
+    else
+      fail(
+          "config.json: Qwen3-Next layer_types entry '{}' is not known (expected "
+          "linear_attention or full_attention)",
+          type);
+    const int i = static_cast<int>(layers.size());
+    const bool moe = has_experts && i < c.num_layers && !mlp_only[i] && (i + 1) % step == 0;
+    s.mlp = moe ? MlpKind::MoE : MlpKind::Dense;
+    layers.push_back(s);
+  }
+  return layers;
+}
+
 // model_type -> classifier. Families not listed are dense decoders.
 const std::map<std::string, Classifier>& families() {
   static const std::map<std::string, Classifier> kFamilies = {
@@ -144,7 +228,8 @@ const std::map<std::string, Classifier>& families() {
       {"qwen3", dense_decoder},         {"mistral", dense_decoder},
       {"deepseek_v2", mla_moe_decoder}, {"deepseek_v3", mla_moe_decoder},
       {"nemotron_h", nemotron_h},       {"bamba", bamba},
-      {"falcon_h1", falcon_h1},
+      {"falcon_h1", falcon_h1},         {"lfm2", lfm2},
+      {"qwen3_next", qwen3_next},
   };
   return kFamilies;
 }

@@ -86,3 +86,94 @@ TEST(LayerKinds, NemotronNanoHubPattern) {
 }
 
 }  // namespace strata
+
+namespace strata {
+
+// LFM2: `layer_types` (transformers 5) and `full_attn_idxs` (the published LFM2 configs) spell
+// the same layout: short-conv layers with recurrent state and no KV cache, attention layers
+// with a KV cache, a dense MLP in every layer; an unknown entry names itself.
+TEST(LayerKinds, Lfm2LayerTypesAndFullAttnIdxsAgree) {
+  const json base = json::parse(R"({"architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2",
+    "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 2})");
+  json types = base;
+  types["layer_types"] = {"conv", "conv", "full_attention", "conv"};
+  json idxs = base;
+  idxs["full_attn_idxs"] = {2};
+  for (const json& j : {types, idxs}) {
+    const ModelConfig c = ModelConfig::from_json(j, "config.json");
+    ASSERT_EQ(c.num_layers, 4);
+    EXPECT_EQ(c.layers[0].recurrent, RecurrentKind::ShortConv);
+    EXPECT_FALSE(c.layers[0].has_kv_cache());
+    EXPECT_EQ(c.layers[2].attention, AttentionKind::Full);
+    EXPECT_FALSE(c.layers[2].has_recurrent_state());
+    for (const auto& l : c.layers) EXPECT_EQ(l.mlp, MlpKind::Dense);
+    EXPECT_EQ(c.attention_layer_ids(), (std::vector<int>{2}));
+    EXPECT_EQ(c.recurrent_layer_ids(), (std::vector<int>{0, 1, 3}));
+  }
+  json bad = base;
+  bad["layer_types"] = {"conv", "mamba", "full_attention", "conv"};
+  try {
+    ModelConfig::from_json(bad, "config.json");
+    FAIL() << "an unknown LFM2 layer type must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'mamba'"), std::string::npos) << e.what();
+  }
+  json out_of_range = base;
+  out_of_range["full_attn_idxs"] = {4};
+  EXPECT_THROW(ModelConfig::from_json(out_of_range, "config.json"), Error);
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// Qwen3-Next: Gated DeltaNet layers with recurrent state, gated attention layers with a KV
+// cache; routed experts except in mlp_only_layers and off the decoder_sparse_step grid.
+TEST(LayerKinds, Qwen3NextLinearAndFullAttentionWithSparseSteps) {
+  json j = json::parse(R"({"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
+    "vocab_size": 100, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 16, "num_experts": 4, "decoder_sparse_step": 2, "mlp_only_layers": [3],
+    "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                    "full_attention"]})");
+  const ModelConfig c = ModelConfig::from_json(j, "config.json");
+  ASSERT_EQ(c.num_layers, 4);
+  EXPECT_EQ(c.recurrent_layer_ids(), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(c.attention_layer_ids(), (std::vector<int>{3}));
+  EXPECT_EQ(c.layers[0].recurrent, RecurrentKind::GatedDeltaNet);
+  EXPECT_EQ(c.layers[0].mlp, MlpKind::Dense);  // (0 + 1) % 2 != 0
+  EXPECT_EQ(c.layers[1].mlp, MlpKind::MoE);
+  EXPECT_EQ(c.layers[3].mlp, MlpKind::Dense);  // mlp_only_layers
+  j["layer_types"][1] = "mamba";
+  try {
+    ModelConfig::from_json(j, "config.json");
+    FAIL() << "an unknown Qwen3-Next layer type must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'mamba'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// The published Qwen3-Next-80B-A3B-Instruct config (bench/configs, as the hub has it: no
+// layer_types but full_attention_interval 4, rope_theta and partial_rotary_factor at the top
+// level) loads: 36 Gated DeltaNet layers, every fourth layer gated attention, experts everywhere.
+TEST(LayerKinds, PublishedQwen3NextConfigLoads) {
+  const ModelConfig c = ModelConfig::load(std::string(STRATA_TEST_DATA) +
+                                          "/../../bench/configs/qwen3-next-80b-a3b-instruct");
+  ASSERT_EQ(c.num_layers, 48);
+  EXPECT_EQ(c.recurrent_layer_ids().size(), 36u);
+  std::vector<int> full;
+  for (int i = 3; i < 48; i += 4) full.push_back(i);
+  EXPECT_EQ(c.attention_layer_ids(), full);
+  for (const auto& l : c.layers) EXPECT_EQ(l.mlp, MlpKind::MoE);
+  EXPECT_EQ(c.layers[0].recurrent, RecurrentKind::GatedDeltaNet);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_DOUBLE_EQ(c.rope.theta, 1e7);
+  EXPECT_DOUBLE_EQ(c.rope.partial_rotary_factor, 0.25);
+}
+
+}  // namespace strata

@@ -19,6 +19,8 @@ std::unique_ptr<CausalLM> build_falcon_h1(const ModelConfig&, ParamLoader&, cons
 std::unique_ptr<CausalLM> build_deepseek(const ModelConfig&, ParamLoader&, const StagePlan&);
 std::unique_ptr<CausalLM> build_gemma3(const ModelConfig&, ParamLoader&, const StagePlan&);
 std::unique_ptr<CausalLM> build_gpt_oss(const ModelConfig&, ParamLoader&, const StagePlan&);
+std::unique_ptr<CausalLM> build_lfm2(const ModelConfig&, ParamLoader&, const StagePlan&);
+std::unique_ptr<CausalLM> build_qwen3_next(const ModelConfig&, ParamLoader&, const StagePlan&);
 
 namespace {
 
@@ -41,6 +43,8 @@ const std::map<std::string, Builder>& builders() {
       {"DeepseekV3ForCausalLM", build_deepseek},
       {"Gemma3ForCausalLM", build_gemma3},
       {"GptOssForCausalLM", build_gpt_oss},
+      {"Lfm2ForCausalLM", build_lfm2},
+      {"Qwen3NextForCausalLM", build_qwen3_next},
   };
   return kBuilders;
 }

@@ -189,6 +189,26 @@ class CpuOps : public Ops {
                        x.cols());
   }
 
+  void mul(const Tensor& a, const Tensor& b, bool sigmoid_b, Tensor& out) override {
+    check_host_f32(a, "mul");
+    check_host_f32(b, "mul");
+    check_host_f32(out, "mul output");
+    STRATA_CHECK(a.rows() == b.rows() && (b.cols() == a.cols() || b.cols() == 1) &&
+                     out.rows() == a.rows() && out.cols() == a.cols(),
+                 "elementwise product of {} and {} into {}: shapes differ", a.describe(),
+                 b.describe(), out.describe());
+    const bool per_row = b.cols() == 1;
+    for (int64_t r = 0; r < a.rows(); ++r) {
+      const float* pa = a.ptr<float>() + r * a.row_stride();
+      const float* pb = b.ptr<float>() + r * b.row_stride();
+      float* po = out.ptr<float>() + r * out.row_stride();
+      for (int64_t i = 0; i < a.cols(); ++i) {
+        const float f = pb[per_row ? 0 : i];
+        po[i] = pa[i] * (sigmoid_b ? 1.0f / (1.0f + std::exp(-f)) : f);
+      }
+    }
+  }
+
   void scale(Tensor& x, float s) override {
     check_host_f32(x, "scale");
     for (int64_t r = 0; r < x.rows(); ++r) {
@@ -208,13 +228,18 @@ class CpuOps : public Ops {
     }
   }
 
-  void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& seqs,
-                     Tensor& conv_states, Tensor& out) override {
-    cpu_ops::causal_conv1d(x, weight, bias, seqs, conv_states, out);
+  void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, bool silu,
+                     const Tensor& seqs, Tensor& conv_states, Tensor& out) override {
+    cpu_ops::causal_conv1d(x, weight, bias, silu, seqs, conv_states, out);
   }
   void ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, const Tensor& seqs,
                 bool decode, Tensor& states, Tensor& y) override {
     cpu_ops::ssm_scan(xbc, dt, p, seqs, decode, states, y);
+  }
+  void gated_delta_rule(const Tensor& qkv, const Tensor& b, const Tensor& a,
+                        const DeltaNetParams& p, const Tensor& seqs, bool decode, Tensor& states,
+                        Tensor& y) override {
+    cpu_ops::gated_delta_rule(qkv, b, a, p, seqs, decode, states, y);
   }
   void gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups, float eps,
                       bool norm_before_gate, Tensor& out) override {

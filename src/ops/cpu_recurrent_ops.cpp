@@ -1,10 +1,12 @@
 #include "ops/cpu_recurrent_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/delta_rule.h"
 #include "kernels/cpu/mamba.h"
 #include "kernels/cpu/ops.h"
 
@@ -39,8 +41,8 @@ std::vector<Seq> read_seqs(const Tensor& seqs, int64_t tokens, int64_t slots) {
 
 }  // namespace
 
-void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& seqs,
-                   Tensor& conv_states, Tensor& out) {
+void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, bool silu,
+                   const Tensor& seqs, Tensor& conv_states, Tensor& out) {
   check_host(x, DType::F32, "causal_conv1d input");
   check_host(weight, DType::F32, "causal_conv1d weight");
   check_host(conv_states, DType::F32, "causal_conv1d state");
@@ -57,7 +59,7 @@ void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, co
     if (!q.resumes) std::fill_n(state, conv_states.cols(), 0.0f);
     cpu::causal_conv1d(x.ptr<float>() + q.begin * x.row_stride(), x.row_stride(), q.len, channels,
                        weight.ptr<float>(), bias ? bias->ptr<float>() : nullptr, kernel, state,
-                       out.ptr<float>() + q.begin * channels, true);
+                       out.ptr<float>() + q.begin * channels, silu);
   }
 }
 
@@ -112,6 +114,62 @@ void ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, const Ten
       cpu::ssm_scan_sequential(a, S, yq);
     else
       cpu::ssm_scan_chunked(a, p.chunk_size, S, yq);
+    if (!f32) {
+      uint16_t* stored = states.ptr<uint16_t>() + q.slot * state_numel;
+      for (int64_t i = 0; i < state_numel; ++i) stored[i] = f32_to_bf16(S[i]);
+    }
+  }
+}
+
+void gated_delta_rule(const Tensor& qkv, const Tensor& b, const Tensor& a, const DeltaNetParams& p,
+                      const Tensor& seqs, bool decode, Tensor& states, Tensor& y) {
+  check_host(qkv, DType::F32, "gated_delta_rule input");
+  check_host(b, DType::F32, "gated_delta_rule b");
+  check_host(a, DType::F32, "gated_delta_rule a");
+  check_host(y, DType::F32, "gated_delta_rule output");
+  STRATA_CHECK(states.on_host() && (states.dtype() == DType::F32 || states.dtype() == DType::BF16),
+               "gated_delta_rule state {}", states.describe());
+  const int HK = p.num_k_heads, HV = p.num_v_heads, DK = p.k_dim, DV = p.v_dim;
+  const int64_t qk = int64_t{HK} * DK, state_numel = int64_t{HV} * DK * DV, T = qkv.rows();
+  STRATA_CHECK(HK > 0 && HV % HK == 0 && qkv.cols() == 2 * qk + int64_t{HV} * DV &&
+                   b.cols() == HV && a.cols() == HV && b.rows() == T && a.rows() == T &&
+                   y.cols() == int64_t{HV} * DV && y.rows() == T && y.contiguous() &&
+                   states.cols() == state_numel && states.contiguous() && p.chunk_size >= 1,
+               "gated_delta_rule {} b {} a {} -> {} with state {}", qkv.describe(), b.describe(),
+               a.describe(), y.describe(), states.describe());
+  std::vector<float> beta(static_cast<size_t>(T) * HV), g(beta.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int h = 0; h < HV; ++h) {
+      beta[t * HV + h] = 1.0f / (1.0f + std::exp(-b.ptr<float>()[t * b.row_stride() + h]));
+      g[t * HV + h] = p.A.ptr<float>()[h] * cpu::softplus(a.ptr<float>()[t * a.row_stride() + h] +
+                                                          p.dt_bias.ptr<float>()[h]);
+    }
+  std::vector<float> scratch(static_cast<size_t>(state_numel));
+  for (const Seq& q : read_seqs(seqs, T, states.rows())) {
+    if (q.len == 0) continue;
+    const bool f32 = states.dtype() == DType::F32;
+    float* S = f32 ? states.ptr<float>() + q.slot * state_numel : scratch.data();
+    if (!q.resumes)
+      std::fill_n(S, state_numel, 0.0f);
+    else if (!f32)
+      convert_to_f32(DType::BF16, states.ptr<uint16_t>() + q.slot * state_numel, S, state_numel);
+    cpu::DeltaRuleArgs d;
+    d.num_k_heads = HK;
+    d.num_v_heads = HV;
+    d.k_dim = DK;
+    d.v_dim = DV;
+    d.len = q.len;
+    d.q = qkv.ptr<float>() + q.begin * qkv.row_stride();
+    d.k = d.q + qk;
+    d.v = d.k + qk;
+    d.stride = qkv.row_stride();
+    d.beta = beta.data() + int64_t{q.begin} * HV;
+    d.g = g.data() + int64_t{q.begin} * HV;
+    float* yq = y.ptr<float>() + q.begin * y.cols();
+    if (decode)
+      cpu::delta_rule_sequential(d, S, yq);
+    else
+      cpu::delta_rule_chunked(d, p.chunk_size, S, yq);
     if (!f32) {
       uint16_t* stored = states.ptr<uint16_t>() + q.slot * state_numel;
       for (int64_t i = 0; i < state_numel; ++i) stored[i] = f32_to_bf16(S[i]);

@@ -80,6 +80,16 @@ struct SsmParams {
   Tensor dt_bias;  // [heads] f32
 };
 
+// The gated delta rule of one Gated DeltaNet layer (layers/gated_delta_net.h): v_heads value
+// heads of v_dim, k_heads key heads of k_dim (value head h reads key head h / (v_heads /
+// k_heads)); per token beta = sigmoid(b), g = A softplus(a + dt_bias) (the log decay).
+struct DeltaNetParams {
+  int num_k_heads = 0, num_v_heads = 0, k_dim = 0, v_dim = 0;
+  int chunk_size = 64;  // prefill's chunk length
+  Tensor A;             // [v_heads] f32, -exp(A_log)
+  Tensor dt_bias;       // [v_heads] f32
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -128,7 +138,11 @@ class Ops {
                         Tensor& out) = 0;
   Tensor rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset = 0.0f);
   virtual void add(Tensor& x, const Tensor& y) = 0;  // x += y
-  virtual void scale(Tensor& x, float s) = 0;        // x *= s
+  // out = a * g(b) elementwise, g(b) = sigmoid(b) with `sigmoid_b`, else b; b [rows, cols] or
+  // [rows, 1] (one factor per row). Strided views; out may be a. The gates of LFM2's short conv
+  // (B * x, C * conv), Qwen3-Next's attention output gate and its shared expert's gate.
+  virtual void mul(const Tensor& a, const Tensor& b, bool sigmoid_b, Tensor& out) = 0;
+  virtual void scale(Tensor& x, float s) = 0;  // x *= s
   // gate_up = [gate | up] [rows, 2I] -> out [rows, I] = act(gate) * up.
   virtual void gated_activation(const Tensor& gate_up, Activation act, Tensor& out) = 0;
   // out = act(x) elementwise.
@@ -153,12 +167,14 @@ class Ops {
   // x[r, c] *= scale[c]: per-column multipliers (Falcon-H1's muP in_proj multipliers).
   virtual void scale_columns(Tensor& x, const Tensor& scale) = 0;
 
-  // ---- recurrent layers (Mamba2; layers/mamba2.h has the math, kernels/cpu/mamba.h the
-  // reference). Each takes the pass's seqs [B, kStateSeqInts] (ops/state_seqs.h) and the pool's
-  // state tensors, one row per slot, and serves every request of the pass at once. out [T, C] f32 =
-  // silu(bias + causal depthwise conv of x [T, C] (strided) with weight [C, K] f32); conv_states
-  // [slots, C * (K - 1)] f32 hold each slot's last K-1 inputs (oldest first) and are updated.
-  virtual void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias,
+  // ---- recurrent layers (Mamba2, LFM2's short conv; layers/mamba2.h and layers/short_conv.h
+  // have the math, kernels/cpu/mamba.h the reference). Each takes the pass's seqs
+  // [B, kStateSeqInts] (ops/state_seqs.h) and the pool's state tensors, one row per slot, and
+  // serves every request of the pass at once. out [T, C] f32 = bias + causal depthwise conv of
+  // x [T, C] (strided) with weight [C, K] f32, then SiLU when `silu` (Mamba2; the short conv has
+  // none); conv_states [slots, C * (K - 1)] f32 hold each slot's last K-1 inputs (oldest
+  // first) and are updated.
+  virtual void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, bool silu,
                              const Tensor& seqs, Tensor& conv_states, Tensor& out) = 0;
   // The selective scan of xbc [T, heads*head_dim + 2*groups*state_size] (x | B | C, strided)
   // with raw dt [T, heads] (strided): y [T, heads*head_dim] f32 = scan + D x, from and into
@@ -166,6 +182,14 @@ class Ops {
   // recurrence; otherwise the SSD chunked form by chunks of p.chunk_size.
   virtual void ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, const Tensor& seqs,
                         bool decode, Tensor& states, Tensor& y) = 0;
+  // The gated delta rule (Qwen3-Next; kernels/cpu/delta_rule.h has the math) over qkv [T,
+  // 2 k_heads k_dim + v_heads v_dim] (the conv output q | k | v, strided) with raw b, a
+  // [T, v_heads] (strided): y [T, v_heads * v_dim] f32, from and into states [slots, v_heads *
+  // k_dim * v_dim] (f32 or bf16). Decode runs the recurrence; otherwise the chunked form by
+  // chunks of p.chunk_size.
+  virtual void gated_delta_rule(const Tensor& qkv, const Tensor& b, const Tensor& a,
+                                const DeltaNetParams& p, const Tensor& seqs, bool decode,
+                                Tensor& states, Tensor& y) = 0;
   // out [rows, width] (activation dtype) = the Mamba2 output norm of y [rows, width] f32 gated
   // by z (strided): norm_before_gate ? norm(y) * silu(z) : norm(y * silu(z)), RMS over `groups`
   // equal column groups times weight [width]; weight null: the gate only.

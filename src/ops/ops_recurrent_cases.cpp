@@ -1,4 +1,5 @@
-// The recurrent-layer op cases of ops_device_test.cpp (Mamba2: causal conv, selective scan in
+// The recurrent-layer op cases of ops_device_test.cpp (Mamba2 and LFM2's short conv: causal conv
+// with and without SiLU, elementwise gates, selective scan in
 // its decode and SSD chunked forms, gated RMS norm, column scaling) at awkward sizes: one token,
 // lengths that are not multiples of the chunk, groups 1 and > 1, requests that resume from
 // their slot and requests that start fresh, state slots out of order, f32 and bf16 state.
@@ -75,23 +76,25 @@ void recurrent_cases(std::vector<Case>& cases) {
   for (const std::vector<int>& lens :
        {std::vector<int>{1}, std::vector<int>{1, 1, 1}, std::vector<int>{7, 2, 1, 13}})
     for (int channels : {5, 130})
-      for (bool bias : {true, false}) {
-        const int K = 4, T = total(lens);
-        add(cases,
-            fmt::format("causal_conv1d_t{}_b{}_c{}{}", T, lens.size(), channels,
-                        bias ? "_bias" : ""),
-            1e-5, [=](Ops& ops, Rng& rng) {
-              const Tensor x = put(ops, random({T, channels + 9}, rng), DType::F32);
-              const Tensor w = put(ops, random({channels, K}, rng), DType::F32);
-              const Tensor b = put(ops, random({channels}, rng), DType::F32);
-              Tensor states = put(ops, random({4, channels * (K - 1)}, rng), DType::F32);
-              Tensor out = ops.empty({T, channels});
-              const std::vector<int> slots(kSlots.begin(), kSlots.begin() + lens.size());
-              ops.causal_conv1d(x.slice_cols(4, channels), w, bias ? &b : nullptr,
-                                seqs_tensor(ops, make_seqs(lens, slots)), states, out);
-              return Outputs{get(ops, out), get(ops, states)};
-            });
-      }
+      for (bool bias : {true, false})
+        for (bool silu : {true, false}) {
+          // Mamba2's conv (kernel 4, SiLU) and LFM2's short conv (kernel 3, no activation).
+          const int K = silu ? 4 : 3, T = total(lens);
+          add(cases,
+              fmt::format("causal_conv1d_t{}_b{}_c{}_k{}{}{}", T, lens.size(), channels, K,
+                          bias ? "_bias" : "", silu ? "_silu" : ""),
+              1e-5, [=](Ops& ops, Rng& rng) {
+                const Tensor x = put(ops, random({T, channels + 9}, rng), DType::F32);
+                const Tensor w = put(ops, random({channels, K}, rng), DType::F32);
+                const Tensor b = put(ops, random({channels}, rng), DType::F32);
+                Tensor states = put(ops, random({4, channels * (K - 1)}, rng), DType::F32);
+                Tensor out = ops.empty({T, channels});
+                const std::vector<int> slots(kSlots.begin(), kSlots.begin() + lens.size());
+                ops.causal_conv1d(x.slice_cols(4, channels), w, bias ? &b : nullptr, silu,
+                                  seqs_tensor(ops, make_seqs(lens, slots)), states, out);
+                return Outputs{get(ops, out), get(ops, states)};
+              });
+        }
 
   struct Shape {
     int heads, head_dim, groups, state;
@@ -131,6 +134,47 @@ void recurrent_cases(std::vector<Case>& cases) {
             });
       }
 
+  // The gated delta rule: one key head or several, several value heads per key head, one token,
+  // lengths that split a chunk of 16, decode and prefill, f32 and bf16 state.
+  struct DeltaShape {
+    int k_heads, v_heads, k_dim, v_dim;
+  };
+  for (const DeltaShape sh :
+       {DeltaShape{1, 1, 8, 8}, DeltaShape{2, 4, 16, 16}, DeltaShape{2, 6, 8, 4}})
+    for (bool decode : {true, false})
+      for (DType state_dtype : {DType::F32, DType::BF16}) {
+        const std::vector<int> lens =
+            decode ? std::vector<int>{1, 1, 1} : std::vector<int>{1, 16, 40, 3};
+        const int T = total(lens), HV = sh.v_heads;
+        const int64_t width = 2 * int64_t{sh.k_heads} * sh.k_dim + int64_t{HV} * sh.v_dim;
+        const int64_t state_numel = int64_t{HV} * sh.k_dim * sh.v_dim;
+        add(cases,
+            fmt::format("gated_delta_rule_{}_hk{}_hv{}_dk{}_dv{}_t{}_{}",
+                        decode ? "decode" : "chunked", sh.k_heads, HV, sh.k_dim, sh.v_dim, T,
+                        state_dtype == DType::BF16 ? "bf16_state" : "f32_state"),
+            state_dtype == DType::BF16 ? 1e-2 : 1e-4, [=](Ops& ops, Rng& rng) {
+              const Tensor qkv = put(ops, random({T, width + 5}, rng), DType::F32);
+              const Tensor ba = put(ops, random({T, 2 * HV + 3}, rng, 2.0f), DType::F32);
+              DeltaNetParams p;
+              p.num_k_heads = sh.k_heads;
+              p.num_v_heads = HV;
+              p.k_dim = sh.k_dim;
+              p.v_dim = sh.v_dim;
+              p.chunk_size = 16;
+              Tensor A = random({HV}, rng);
+              for (int64_t h = 0; h < HV; ++h) A.data()[h] = -std::exp(A.data()[h]);
+              p.A = put(ops, A, DType::F32);
+              p.dt_bias = put(ops, random({HV}, rng), DType::F32);
+              Tensor states = put(ops, random({4, state_numel}, rng, 0.5f), state_dtype);
+              Tensor y = ops.empty({T, int64_t{HV} * sh.v_dim});
+              const std::vector<int> slots(kSlots.begin(), kSlots.begin() + lens.size());
+              ops.gated_delta_rule(qkv.slice_cols(2, width), ba.slice_cols(1, HV),
+                                   ba.slice_cols(1 + HV, HV), p,
+                                   seqs_tensor(ops, make_seqs(lens, slots)), decode, states, y);
+              return Outputs{get(ops, y), get(ops, states)};
+            });
+      }
+
   for (int64_t rows : {1, 37})
     for (int groups : {1, 4})
       for (bool weighted : {true, false})
@@ -150,6 +194,29 @@ void recurrent_cases(std::vector<Case>& cases) {
                 return Outputs{get(ops, out)};
               });
         }
+
+  // The gates: strided f32 factors (a full matrix or one per row, plain or through a
+  // sigmoid) into f32 or the activation dtype, and in place.
+  for (bool activation_out : {false, true})
+    for (bool per_row : {false, true})
+      for (bool sigmoid : {false, true})
+        add(cases,
+            fmt::format("mul_r5_c67_strided{}{}{}", per_row ? "_per_row" : "",
+                        sigmoid ? "_sigmoid" : "", activation_out ? "_activation" : ""),
+            activation_out ? 1e-2 : 1e-5, [=](Ops& ops, Rng& rng) {
+              const Tensor a = put(ops, random({5, 3 * 67}, rng), DType::F32);
+              const Tensor b = put(ops, random({5, 70}, rng, 3.0f), DType::F32);
+              Tensor out = activation_out ? ops.empty_activation({5, 67}) : ops.empty({5, 67});
+              const Tensor factor = per_row ? b.slice_cols(3, 1) : b.slice_cols(3, 67);
+              ops.mul(a.slice_cols(67, 67), factor, sigmoid, out);
+              return Outputs{get(ops, out)};
+            });
+  add(cases, "mul_in_place_sigmoid", 1e-5, [](Ops& ops, Rng& rng) {
+    Tensor a = put(ops, random({3, 40}, rng), DType::F32);
+    const Tensor b = put(ops, random({3, 40}, rng, 3.0f), DType::F32);
+    ops.mul(a, b, true, a);
+    return Outputs{get(ops, a)};
+  });
 
   add(cases, "scale_columns_r3_c100_strided", 1e-6, [](Ops& ops, Rng& rng) {
     Tensor x = put(ops, random({3, 104}, rng), DType::F32);

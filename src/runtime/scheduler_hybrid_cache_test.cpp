@@ -1,9 +1,10 @@
 // Prefix caching for hybrid attention + Mamba2 models through the scheduler, for every hybrid
 // family, both --mamba-radix-cache-strategy settings and page sizes 1 and 16: a request that
 // shares a prefix with an earlier one resumes from a cached state snapshot and gives the same
-// tokens and logits (within 1e-5) as with the cache off; extra_buffer's interval checkpoints
-// make a shared mid-sequence prefix hit where no_buffer's do not; every pool is back to empty
-// after a flush, also after retractions under a tiny KV cache and a tiny state pool.
+// tokens and logits (within 1e-5; Qwen3-Next 5e-5, resume_tolerance) as with the cache off;
+// extra_buffer's interval checkpoints make a shared mid-sequence prefix hit where no_buffer's do
+// not; every pool is back to empty after a flush, also after retractions under a tiny KV cache and
+// a tiny state pool.
 #include <gtest/gtest.h>
 
 #include <tuple>
@@ -46,13 +47,22 @@ void expect_pools_empty_after_flush(Scheduler& s, ModelRunner& runner) {
             runner.memory().req_to_token().max_requests());
 }
 
-void expect_same(const Finished& with, const Finished& without, const std::string& what) {
+// How far the logits of a run that resumes from cached states may be from recomputing them:
+// the cached states were made by other passes (decode steps, other chunk boundaries), which
+// round differently. Qwen3-Next's fixture (a Gated DeltaNet or gated attention and an MoE in
+// every layer, logits of std 2.25) measures 2.5e-5 at most; a wrong state is off by ~1e-1.
+double resume_tolerance(const std::string& fixture) {
+  return fixture == "qwen3_next" ? 5e-5 : 1e-5;
+}
+
+void expect_same(const Finished& with, const Finished& without, const std::string& what,
+                 double tolerance) {
   EXPECT_EQ(with.ids, without.ids) << what;
   ASSERT_EQ(with.logits.size(), without.logits.size()) << what;
   for (size_t t = 0; t < with.logits.size(); ++t)
     EXPECT_LE(test::max_abs_diff(with.logits[t].data(), without.logits[t].data(),
                                  static_cast<int64_t>(with.logits[t].size())),
-              1e-5)
+              tolerance)
         << what << " token " << t;
 }
 
@@ -97,7 +107,8 @@ TEST_P(HybridPrefixCache, AFollowUpResumesFromTheFinalStateAndChangesNothing) {
   EXPECT_EQ(with_stats.cached_prompt_tokens, fed / page() * page()) << name();
   EXPECT_EQ(without_stats.cached_prompt_tokens, 0) << name();
   for (int i = 0; i < 2; ++i)
-    expect_same(with[i], without[i], name() + " turn " + std::to_string(i));
+    expect_same(with[i], without[i], name() + " turn " + std::to_string(i),
+                resume_tolerance(fixture()));
 }
 
 // Two prompts share their first 60 tokens only. extra_buffer kept a snapshot every 32 prompt
@@ -114,7 +125,8 @@ TEST_P(HybridPrefixCache, AMidSequencePrefixHitsOnlyWithExtraBuffer) {
   const auto without = in_turn(true, 2, 6, next, &st, 20);
   EXPECT_EQ(with[1].cached_tokens, strategy() == "extra_buffer" ? kTrackInterval : 0) << name();
   for (int i = 0; i < 2; ++i)
-    expect_same(with[i], without[i], name() + " prompt " + std::to_string(i));
+    expect_same(with[i], without[i], name() + " prompt " + std::to_string(i),
+                resume_tolerance(fixture()));
 }
 
 // Many requests sharing prefixes, a KV cache that holds about two of them and a state pool

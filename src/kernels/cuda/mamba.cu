@@ -5,14 +5,13 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/mamba.h"
+#include "kernels/cuda/recurrent_common.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "ops/state_seqs.h"
 
 namespace strata::cuda {
 
 namespace {
-
-using bf16 = __nv_bfloat16;
 
 constexpr int kThreads = 256;
 // Output rows of a chunk computed together in the SSD kernel (their C rows and their slice of
@@ -24,32 +23,6 @@ constexpr int kMaxStatePerLane = 8;
 
 __device__ __forceinline__ float silu(float x) {
   return x / (1.0f + expf(-x));
-}
-// As cpu::softplus: the identity above 20, where log1p(exp(x)) == x in f32.
-__device__ __forceinline__ float softplus(float x) {
-  return x > 20.0f ? x : log1pf(expf(x));
-}
-
-__device__ __forceinline__ float load_state(const float* s, int64_t i) {
-  return s[i];
-}
-__device__ __forceinline__ float load_state(const bf16* s, int64_t i) {
-  return __bfloat162float(s[i]);
-}
-__device__ __forceinline__ void store_state(float* s, int64_t i, float v) {
-  s[i] = v;
-}
-__device__ __forceinline__ void store_state(bf16* s, int64_t i, float v) {
-  s[i] = __float2bfloat16_rn(v);
-}
-
-struct Seq {
-  int begin, len, slot, resumes;
-};
-
-__device__ __forceinline__ Seq seq_at(const int32_t* seqs, int b) {
-  const int32_t* s = seqs + static_cast<int64_t>(b) * kStateSeqInts;
-  return {s[0], s[1], s[2], s[3]};
 }
 
 // The request whose new tokens include row t: the last one starting at or before it (requests
@@ -74,7 +47,7 @@ __device__ __forceinline__ float dt_of(const float* dt_raw, int64_t dt_stride, i
 // One thread per (token, channel): the conv reads the slot's previous inputs for positions
 // before the request's first new token (zeros for a request that starts fresh).
 __global__ void conv_out_kernel(const float* x, int64_t x_stride, int64_t tokens, int channels,
-                                const float* weight, const float* bias, int kernel,
+                                const float* weight, const float* bias, int kernel, bool apply_silu,
                                 const int32_t* seqs, int batch, const float* states, float* out) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= channels) return;
@@ -90,7 +63,7 @@ __global__ void conv_out_kernel(const float* x, int64_t x_stride, int64_t tokens
           rel >= 0 ? x[(q.begin + rel) * x_stride + c] : (q.resumes ? st[width + rel] : 0.0f);
       acc += weight[static_cast<int64_t>(c) * kernel + k] * v;
     }
-    out[t * channels + c] = silu(acc);
+    out[t * channels + c] = apply_silu ? silu(acc) : acc;
   }
 }
 
@@ -327,13 +300,14 @@ void launch_scan(const float* xbc, int64_t xbc_stride, const float* dt_raw, int6
 }  // namespace
 
 void causal_conv1d(const float* x, int64_t x_stride, int64_t tokens, int channels,
-                   const float* weight, const float* bias, int kernel, const int32_t* seqs,
-                   int batch, float* conv_states, float* out, cudaStream_t stream) {
+                   const float* weight, const float* bias, int kernel, bool silu,
+                   const int32_t* seqs, int batch, float* conv_states, float* out,
+                   cudaStream_t stream) {
   if (tokens == 0 || batch == 0) return;
   const dim3 grid(blocks_for(channels, kThreads),
                   static_cast<unsigned>(std::min<int64_t>(tokens, 65535)));
   conv_out_kernel<<<grid, kThreads, 0, stream>>>(x, x_stride, tokens, channels, weight, bias,
-                                                 kernel, seqs, batch, conv_states, out);
+                                                 kernel, silu, seqs, batch, conv_states, out);
   STRATA_CUDA_CHECK_LAUNCH();
   conv_state_kernel<<<dim3(blocks_for(channels, kThreads), batch), kThreads, 0, stream>>>(
       x, x_stride, channels, kernel, seqs, conv_states);

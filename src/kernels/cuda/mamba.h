@@ -12,11 +12,13 @@
 
 namespace strata::cuda {
 
-// out [T, C] f32 (contiguous) = silu(bias + causal depthwise conv over x [T, C] f32 (row
-// stride x_stride) with weight [C, K]); conv_states [slots, C * (K - 1)] f32 updated.
+// out [T, C] f32 (contiguous) = bias + causal depthwise conv over x [T, C] f32 (row stride
+// x_stride) with weight [C, K], then SiLU when `silu`; conv_states [slots, C * (K - 1)] f32
+// updated.
 void causal_conv1d(const float* x, int64_t x_stride, int64_t tokens, int channels,
-                   const float* weight, const float* bias, int kernel, const int32_t* seqs,
-                   int batch, float* conv_states, float* out, cudaStream_t stream);
+                   const float* weight, const float* bias, int kernel, bool silu,
+                   const int32_t* seqs, int batch, float* conv_states, float* out,
+                   cudaStream_t stream);
 
 struct SsmShape {
   int num_heads = 0, head_dim = 0, n_groups = 1, state_size = 0, chunk_size = 256;

@@ -85,6 +85,16 @@ __global__ void add_kernel(View x, View y, int64_t total, int64_t cols) {
   }
 }
 
+__global__ void mul_kernel(View a, View b, bool per_row, bool sigmoid_b, View out, int64_t total,
+                           int64_t cols) {
+  STRATA_GRID_STRIDE(i, total) {
+    const int64_t r = i / cols, c = i % cols;
+    const float f = load(b, r * b.stride + (per_row ? 0 : c));
+    store(out, r * out.stride + c,
+          load(a, r * a.stride + c) * (sigmoid_b ? 1.0f / (1.0f + __expf(-f)) : f));
+  }
+}
+
 __global__ void scale_kernel(View x, int64_t total, int64_t cols, float s) {
   STRATA_GRID_STRIDE(i, total) {
     const int64_t at = (i / cols) * x.stride + i % cols;
@@ -334,6 +344,14 @@ void add_2d(View x, View y, int64_t rows, int64_t cols, cudaStream_t stream) {
   const int64_t total = rows * cols;
   if (total == 0) return;
   add_kernel<<<grid_for(total, 256), 256, 0, stream>>>(x, y, total, cols);
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void mul_2d(View a, View b, bool per_row, bool sigmoid_b, View out, int64_t rows, int64_t cols,
+            cudaStream_t stream) {
+  const int64_t total = rows * cols;
+  if (total == 0) return;
+  mul_kernel<<<grid_for(total, 256), 256, 0, stream>>>(a, b, per_row, sigmoid_b, out, total, cols);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 

@@ -28,6 +28,10 @@ void fill_2d(View t, int64_t rows, int64_t cols, float value, cudaStream_t strea
 // t[i] = dummy_value(seed, i, stddev) (core/dummy_random.h) rounded to t's dtype; contiguous.
 void fill_dummy(void* t, DType dtype, int64_t n, uint64_t seed, float stddev, cudaStream_t stream);
 void add_2d(View x, View y, int64_t rows, int64_t cols, cudaStream_t stream);  // x += y
+// out = a * g(b), g = sigmoid with `sigmoid_b`; b one column (`per_row`) or a's shape. out may be
+// a.
+void mul_2d(View a, View b, bool per_row, bool sigmoid_b, View out, int64_t rows, int64_t cols,
+            cudaStream_t stream);
 void scale_2d(View x, int64_t rows, int64_t cols, float s, cudaStream_t stream);
 // y[r, :] += bias (bias f32 or bf16, `cols` long).
 void add_bias_2d(View y, const void* bias, DType bias_dtype, int64_t rows, int64_t cols,

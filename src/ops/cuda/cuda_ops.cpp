@@ -385,6 +385,16 @@ void CudaOps::add(Tensor& x, const Tensor& y) {
   cuda::add_2d(view(x), view(y), x.rows(), x.cols(), stream_);
 }
 
+void CudaOps::mul(const Tensor& a, const Tensor& b, bool sigmoid_b, Tensor& out) {
+  STRATA_CHECK_DEVICE(a, "mul");
+  STRATA_CHECK_DEVICE(b, "mul");
+  STRATA_CHECK_DEVICE(out, "mul output");
+  STRATA_CHECK(a.rows() == b.rows() && (b.cols() == a.cols() || b.cols() == 1) && same_view(a, out),
+               "elementwise product of {} and {} into {}: shapes differ", a.describe(),
+               b.describe(), out.describe());
+  cuda::mul_2d(view(a), view(b), b.cols() == 1, sigmoid_b, view(out), a.rows(), a.cols(), stream_);
+}
+
 void CudaOps::scale(Tensor& x, float s) {
   STRATA_CHECK_DEVICE(x, "scale");
   cuda::scale_2d(view(x), x.rows(), x.cols(), s, stream_);

@@ -85,6 +85,7 @@ class CudaOps : public Ops {
   void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
                 Tensor& out) override;
   void add(Tensor& x, const Tensor& y) override;
+  void mul(const Tensor& a, const Tensor& b, bool sigmoid_b, Tensor& out) override;
   void scale(Tensor& x, float s) override;
   void gated_activation(const Tensor& gate_up, Activation act, Tensor& out) override;
   void activation(const Tensor& x, Activation act, Tensor& out) override;
@@ -98,10 +99,13 @@ class CudaOps : public Ops {
                Tensor& out) override;
   void scale_columns(Tensor& x, const Tensor& scale) override;
   // The recurrent-layer ops (ops/cuda/cuda_recurrent_ops.cpp).
-  void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& seqs,
-                     Tensor& conv_states, Tensor& out) override;
+  void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, bool silu,
+                     const Tensor& seqs, Tensor& conv_states, Tensor& out) override;
   void ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, const Tensor& seqs,
                 bool decode, Tensor& states, Tensor& y) override;
+  void gated_delta_rule(const Tensor& qkv, const Tensor& b, const Tensor& a,
+                        const DeltaNetParams& p, const Tensor& seqs, bool decode, Tensor& states,
+                        Tensor& y) override;
   void gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups, float eps,
                       bool norm_before_gate, Tensor& out) override;
   void argmax(const Tensor& logits, Tensor& ids) override;

@@ -2,6 +2,7 @@
 // The same contracts as the CPU reference (ops/cpu_recurrent_ops.cpp): every request of the pass
 // in one launch, its tokens and state slot read on the device from `seqs`.
 #include "core/error.h"
+#include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/mamba.h"
 #include "ops/cuda/cuda_ops.h"
 
@@ -30,7 +31,7 @@ void CudaOps::scale_columns(Tensor& x, const Tensor& scale) {
                       stream_);
 }
 
-void CudaOps::causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias,
+void CudaOps::causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, bool silu,
                             const Tensor& seqs, Tensor& conv_states, Tensor& out) {
   check_f32(x, device(), "causal_conv1d input");
   check_f32(weight, device(), "causal_conv1d weight");
@@ -46,7 +47,7 @@ void CudaOps::causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor*
                out.describe(), conv_states.describe());
   if (bias) check_f32(*bias, device(), "causal_conv1d bias");
   cuda::causal_conv1d(x.ptr<float>(), x.row_stride(), x.rows(), channels, weight.ptr<float>(),
-                      bias ? bias->ptr<float>() : nullptr, kernel, seqs.ptr<int32_t>(),
+                      bias ? bias->ptr<float>() : nullptr, kernel, silu, seqs.ptr<int32_t>(),
                       static_cast<int>(seqs.rows()), conv_states.ptr<float>(), out.ptr<float>(),
                       stream_);
 }
@@ -81,6 +82,33 @@ void CudaOps::ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, 
                  p.A.ptr<float>(), p.D.ptr<float>(), p.dt_bias.ptr<float>(), shape,
                  seqs.ptr<int32_t>(), static_cast<int>(seqs.rows()), decode, states.raw(),
                  states.dtype(), y.ptr<float>(), stream_);
+}
+
+void CudaOps::gated_delta_rule(const Tensor& qkv, const Tensor& b, const Tensor& a,
+                               const DeltaNetParams& p, const Tensor& seqs, bool /*decode*/,
+                               Tensor& states, Tensor& y) {
+  check_f32(qkv, device(), "gated_delta_rule input");
+  check_f32(b, device(), "gated_delta_rule b");
+  check_f32(a, device(), "gated_delta_rule a");
+  check_f32(y, device(), "gated_delta_rule output");
+  for (const Tensor* t : {&p.A, &p.dt_bias}) check_f32(*t, device(), "gated_delta_rule parameter");
+  check_seqs(seqs, device());
+  const int HK = p.num_k_heads, HV = p.num_v_heads, DK = p.k_dim, DV = p.v_dim;
+  const int64_t qk = int64_t{HK} * DK, T = qkv.rows();
+  STRATA_CHECK(HK > 0 && HV % HK == 0 && qkv.cols() == 2 * qk + int64_t{HV} * DV &&
+                   b.cols() == HV && a.cols() == HV && b.rows() == T && a.rows() == T &&
+                   y.cols() == int64_t{HV} * DV && y.rows() == T && y.contiguous() &&
+                   states.device() == device() &&
+                   (states.dtype() == DType::F32 || states.dtype() == DType::BF16) &&
+                   states.cols() == int64_t{HV} * DK * DV && states.contiguous(),
+               "gated_delta_rule {} b {} a {} -> {} with state {}", qkv.describe(), b.describe(),
+               a.describe(), y.describe(), states.describe());
+  // Decode and prefill take the same kernel: the recurrence, token by token per (head, request).
+  cuda::DeltaRuleShape sh{HK, HV, DK, DV};
+  cuda::gated_delta_rule(qkv.ptr<float>(), qkv.row_stride(), b.ptr<float>(), b.row_stride(),
+                         a.ptr<float>(), a.row_stride(), p.A.ptr<float>(), p.dt_bias.ptr<float>(),
+                         sh, seqs.ptr<int32_t>(), static_cast<int>(seqs.rows()), states.raw(),
+                         states.dtype(), y.ptr<float>(), stream_);
 }
 
 void CudaOps::gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups,

@@ -40,7 +40,9 @@ int cuda_device_count() {
 std::vector<std::string> cuda_configuration_problems(const ModelConfig& c, const RunnerOptions& o) {
   std::vector<std::string> problems;
   for (int id : c.recurrent_layer_ids()) {
-    if (c.layers[id].recurrent != RecurrentKind::Mamba2) {
+    const RecurrentKind kind = c.layers[id].recurrent;
+    if (kind != RecurrentKind::Mamba2 && kind != RecurrentKind::ShortConv &&
+        kind != RecurrentKind::GatedDeltaNet) {
       problems.push_back(fmt::format(
           "{} has {} layers (layer {}), which --device cuda does not run yet: use --device cpu",
           c.architecture, to_string(c.layers[id].recurrent), id));
