@@ -32,6 +32,9 @@ for bin in "$out"/bundle/bin/*; do
 done | sort -u | while read -r name path; do
   if ! [[ $name =~ $skip ]]; then cp -L "$path" "$out/bundle/lib/$name"; fi
 done
-tar -C "$out" -cJf "$out/bundle.tar.xz" bundle
+# Symbols are not needed to run; the strongest xz keeps the bundle plus the tracked tree under
+# the 64 MiB a device run carries.
+strip --strip-unneeded "$out"/bundle/bin/* "$out"/bundle/lib/* 2>/dev/null || true
+XZ_OPT=-9e tar -C "$out" -cJf "$out/bundle.tar.xz" bundle
 rm -rf "$out/bundle"
 du -h "$out/bundle.tar.xz"

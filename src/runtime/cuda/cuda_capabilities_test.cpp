@@ -31,6 +31,24 @@ std::string width_problem(const ModelConfig& c) {
   return "";
 }
 
+// Qwen3-Next's Gated DeltaNet is refused on cuda with the reason (cuda_capabilities.cpp), before
+// any weight is read; LFM2's short conv is not.
+TEST(CudaCapabilities, GatedDeltaNetIsRefusedWithItsReasonShortConvIsNot) {
+  RunnerOptions o;
+  o.device = "cuda";
+  const auto problems = [&](const std::string& fixture) {
+    std::string all;
+    for (const auto& p : cuda_configuration_problems(
+             ModelConfig::load(std::string(STRATA_TEST_DATA) + "/models/" + fixture), o))
+      all += p + "\n";
+    return all;
+  };
+  EXPECT_NE(problems("qwen3_next").find("Gated DeltaNet layers (layer 0)"), std::string::npos)
+      << problems("qwen3_next");
+  EXPECT_EQ(problems("lfm2").find("DeltaNet"), std::string::npos);
+  EXPECT_EQ(problems("lfm2").find("does not run"), std::string::npos) << problems("lfm2");
+}
+
 TEST(CudaCapabilities, DeepSeekV2LiteLatentFitsTheKernels) {
   const ModelConfig c = ModelConfig::from_json(deepseek_v2_lite(), "config.json");
   ASSERT_EQ(c.get_int("kv_lora_rank", 0) + c.get_int("qk_rope_head_dim", 0), 576);
