@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <random>
 
 #include "core/error.h"
@@ -109,7 +110,7 @@ TEST(SchedulerPressure, RetractionUnderATinyKVCacheMakesProgressWithoutPingPong)
 }
 
 // Random loads over a KV cache far too small for them (fixed seeds: deterministic): prompts
-// of 1-40 tokens, up to 60 in all with the new ones, arrivals spread over 100 steps, 64 KV slots,
+// of 1-16 tokens, up to 30 in all with the new ones, arrivals spread over 40 steps, 32 KV slots,
 // pages of 1 or 4 tokens, chunked or whole prefills, mixed or not. After a retraction nothing is
 // admitted until a request finishes (the retracted request, at the head of the queue, would
 // re-enter the shortage that retracted it: prefill, retraction at the next decode, and so on),
@@ -124,12 +125,17 @@ TEST(SchedulerPressure, AfterARetractionNothingIsAdmittedUntilARequestFinishes) 
   std::mt19937 rng(18);
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   int64_t retractions = 0;
-  for (int scenario = 0; scenario < 12; ++scenario) {
-    RunnerOptions o = test::default_options(uniform(0, 2) == 0 ? 4 : 1, 12);
-    o.max_total_tokens = 64;
-    ModelRunner runner(config, o);
+  // One runner per page size, shared by the scenarios (each empties its pools at the end).
+  std::vector<std::unique_ptr<ModelRunner>> runners;
+  for (int page : {1, 4}) {
+    RunnerOptions o = test::default_options(page, 12);
+    o.max_total_tokens = 32;
+    runners.push_back(std::make_unique<ModelRunner>(config, o));
+  }
+  for (int scenario = 0; scenario < 10; ++scenario) {
+    ModelRunner& runner = *runners[uniform(0, 2) == 0 ? 1 : 0];
     SchedulerOptions so;
-    so.chunked_prefill_size = uniform(0, 1) ? 8192 : uniform(4, 32);
+    so.chunked_prefill_size = uniform(0, 1) ? 8192 : uniform(4, 16);
     so.enable_mixed_chunk = uniform(0, 1);
     Scheduler s(runner, so);
     struct Arrival {
@@ -137,12 +143,12 @@ TEST(SchedulerPressure, AfterARetractionNothingIsAdmittedUntilARequestFinishes) 
       ServeRequest request;
     };
     std::vector<Arrival> arrivals;
-    for (int n = uniform(2, 8); n > 0; --n) {
-      std::vector<int> prompt(uniform(1, 40));
+    for (int n = uniform(2, 6); n > 0; --n) {
+      std::vector<int> prompt(uniform(1, 16));
       for (int& t : prompt) t = uniform(1, 499);
-      ServeRequest r = greedy_request(prompt, uniform(1, 60 - static_cast<int>(prompt.size())));
+      ServeRequest r = greedy_request(prompt, uniform(1, 30 - static_cast<int>(prompt.size())));
       s.validate(r);
-      arrivals.push_back({uniform(0, 100), std::move(r)});
+      arrivals.push_back({uniform(0, 40), std::move(r)});
     }
     std::stable_sort(arrivals.begin(), arrivals.end(),
                      [](const Arrival& a, const Arrival& b) { return a.step < b.step; });
@@ -177,6 +183,8 @@ TEST(SchedulerPressure, AfterARetractionNothingIsAdmittedUntilARequestFinishes) 
     for (size_t id = 0; id < arrivals.size(); ++id)
       EXPECT_EQ(tokens[id], static_cast<size_t>(arrivals[id].request.sampling.max_new_tokens));
     EXPECT_LE(before.retractions, finished) << "scenario " << scenario;
+    EXPECT_TRUE(s.flush_cache());
+    EXPECT_EQ(s.stats().used_pages, 0);
     retractions += before.retractions;
   }
   EXPECT_GT(retractions, 0) << "no scenario ran out of memory: the test tests nothing";
