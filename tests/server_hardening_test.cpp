@@ -275,8 +275,8 @@ TEST(ServerHardening, AQueuedStreamGetsItsHeadersAtOnceAndThenWaits) {
   for (auto& t : blockers) t.join();
   EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer.substr(0, 200);
   EXPECT_NE(answer.find("Content-Type: text/event-stream"), std::string::npos);
-  // The status line and headers came at once, while the stream still waited in the queue; its
-  // tokens came later, and all of them.
+  // The status line and headers came at once, while the stream still waited in the queue (it
+  // fits beside none of the six, and comes after them all); its tokens came later, to [DONE].
   EXPECT_GE(headers_at, 0);
   EXPECT_LT(headers_at, 0.5);
   EXPECT_LT(blockers_done_at_headers, kBlockers);
