@@ -2,15 +2,18 @@
 // Content-Length is an empty body answered at once; slow clients that trickle their headers
 // cannot take every thread from /health; a full queue and a shutdown refuse with 503 and
 // Retry-After, which clients retry on; a stream that must wait for memory gets its headers
-// at once.
+// at once; the listen backlog holds a burst of as many connections as there are threads.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "server/engine.h"
@@ -287,6 +290,35 @@ TEST(ServerHardening, AQueuedStreamGetsItsHeadersAtOnceAndThenWaits) {
       "queued stream: headers after %.3f s, first token after %.3f s (%d of %d requests "
       "ahead of it done at its headers)\n",
       headers_at, first_event_at, blockers_done_at_headers, kBlockers);
+}
+
+TEST(ServerHardening, TheListenBacklogHoldsABurstOfAsManyConnectionsAsThreads) {
+  ServerOptions server;
+  server.http_threads = 2000;
+  test::Harness h("llama", test::harness_runner_options(256, 4), SchedulerOptions{}, "", "",
+                  server);
+  // The listening socket of the harness's port, and the backlog the kernel gives it (Linux
+  // reports a listener's backlog as tcpi_sacked, as `ss -lt` shows it under Send-Q).
+  long backlog = -1;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    sockaddr_in addr{};
+    socklen_t addr_len = sizeof(addr);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0 ||
+        addr.sin_family != AF_INET || ntohs(addr.sin_port) != h.port())
+      continue;
+    tcp_info info{};
+    socklen_t info_len = sizeof(info);
+    ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &info_len), 0);
+    backlog = info.tcpi_sacked;
+  }
+  long somaxconn = 0;
+  std::ifstream("/proc/sys/net/core/somaxconn") >> somaxconn;
+  ASSERT_GT(somaxconn, 0);
+  EXPECT_EQ(backlog, std::min(2000L, somaxconn));
 }
 
 }  // namespace strata
