@@ -130,6 +130,7 @@ TEST(SchedulerPressure, AfterARetractionNothingIsAdmittedUntilARequestFinishes) 
   for (int page : {1, 4}) {
     RunnerOptions o = test::default_options(page, 12);
     o.max_total_tokens = 32;
+    o.threads = 1;  // tiny passes: a second OpenMP thread costs more than it brings
     runners.push_back(std::make_unique<ModelRunner>(config, o));
   }
   for (int scenario = 0; scenario < 10; ++scenario) {
