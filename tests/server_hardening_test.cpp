@@ -1,15 +1,19 @@
 // The HTTP server against clients that misbehave or arrive at a bad time: a POST without
 // Content-Length is an empty body answered at once; slow clients that trickle their headers
 // cannot take every thread from /health; a full queue and a shutdown refuse with 503 and
-// Retry-After, which clients retry on.
+// Retry-After, which clients retry on; a stream that must wait for memory gets its headers
+// at once; the listen backlog holds a burst of as many connections as there are threads.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "server/engine.h"
@@ -212,6 +216,109 @@ TEST(ServerHardening, AFullServerAnswers503WithRetryAfter) {
   EXPECT_GE(ok, 2);
   EXPECT_GE(refused, 1);
   EXPECT_EQ(serve.stop(), 0) << serve.log();
+}
+
+TEST(ServerHardening, AQueuedStreamGetsItsHeadersAtOnceAndThenWaits) {
+  // 256 KV slots, prompts of 150 tokens + 100 new: one request at a time fits. Six run one
+  // after the other, and a stream sent after them waits for memory until the last has ended.
+  test::Harness h("llama", test::harness_runner_options(256, 4), SchedulerOptions{});
+  auto request = [](int first, int prompt_len, bool stream) {
+    std::vector<int> ids;
+    for (int i = 0; i < prompt_len; ++i) ids.push_back((first + i * 7) % 500 + 1);
+    json body = {
+        {"input_ids", ids},
+        {"sampling_params", {{"max_new_tokens", 100}, {"temperature", 0}, {"ignore_eos", true}}},
+        {"stream", stream}};
+    return body.dump();
+  };
+  constexpr int kBlockers = 6;
+  std::atomic<int> blockers_done{0};
+  std::vector<std::thread> blockers;
+  for (int i = 0; i < kBlockers; ++i)
+    blockers.emplace_back([&, i] {
+      auto res = h.client().Post("/generate", request(i * 101, 150, false), "application/json");
+      EXPECT_TRUE(res && res->status == 200);
+      ++blockers_done;
+    });
+  const auto wait_start = Clock::now();
+  while (h.metric("strata:num_queue_reqs") < kBlockers - 1 && seconds_since(wait_start) < 10)
+    std::this_thread::sleep_for(1ms);
+  const std::string payload = request(7, 120, true);
+  const int fd = connect_to(h.port());
+  ASSERT_GE(fd, 0);
+  const auto sent = Clock::now();
+  const std::string http =
+      "POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(payload.size()) + "\r\n\r\n" + payload;
+  send(fd, http.data(), http.size(), MSG_NOSIGNAL);
+  timeval tv{0, 50 * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string answer;
+  double headers_at = -1, first_event_at = -1;
+  int blockers_done_at_headers = -1;
+  double queued_at_headers = -1;
+  char buf[4096];
+  while (seconds_since(sent) < 60 && answer.find("data: [DONE]") == std::string::npos) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n == 0) break;
+    if (n < 0) continue;
+    answer.append(buf, static_cast<size_t>(n));
+    const size_t end = answer.find("\r\n\r\n");
+    if (headers_at < 0 && end != std::string::npos) {
+      headers_at = seconds_since(sent);
+      blockers_done_at_headers = blockers_done;
+      queued_at_headers = h.metric("strata:num_queue_reqs");
+    }
+    if (first_event_at < 0 && end != std::string::npos &&
+        answer.find("data: {", end) != std::string::npos)
+      first_event_at = seconds_since(sent);
+  }
+  close(fd);
+  for (auto& t : blockers) t.join();
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer.substr(0, 200);
+  EXPECT_NE(answer.find("Content-Type: text/event-stream"), std::string::npos);
+  // The status line and headers came at once, while the stream still waited in the queue (it
+  // fits beside none of the six, and comes after them all); its tokens came later, to [DONE].
+  EXPECT_GE(headers_at, 0);
+  EXPECT_LT(headers_at, 0.5);
+  EXPECT_LT(blockers_done_at_headers, kBlockers);
+  EXPECT_GE(queued_at_headers, 1);
+  EXPECT_GT(first_event_at, headers_at);
+  EXPECT_NE(answer.find("data: [DONE]"), std::string::npos);
+  std::printf(
+      "queued stream: headers after %.3f s, first token after %.3f s (%d of %d requests "
+      "ahead of it done at its headers)\n",
+      headers_at, first_event_at, blockers_done_at_headers, kBlockers);
+}
+
+TEST(ServerHardening, TheListenBacklogHoldsABurstOfAsManyConnectionsAsThreads) {
+  ServerOptions server;
+  server.http_threads = 2000;
+  test::Harness h("llama", test::harness_runner_options(256, 4), SchedulerOptions{}, "", "",
+                  server);
+  // The listening socket of the harness's port, and the backlog the kernel gives it (Linux
+  // reports a listener's backlog as tcpi_sacked, as `ss -lt` shows it under Send-Q).
+  long backlog = -1;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    sockaddr_in addr{};
+    socklen_t addr_len = sizeof(addr);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0 ||
+        addr.sin_family != AF_INET || ntohs(addr.sin_port) != h.port())
+      continue;
+    tcp_info info{};
+    socklen_t info_len = sizeof(info);
+    ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &info_len), 0);
+    backlog = info.tcpi_sacked;
+  }
+  long somaxconn = 0;
+  std::ifstream("/proc/sys/net/core/somaxconn") >> somaxconn;
+  ASSERT_GT(somaxconn, 0);
+  EXPECT_EQ(backlog, std::min(2000L, somaxconn));
 }
 
 }  // namespace strata

@@ -50,6 +50,7 @@ TEST(Soak, ThousandsOfStreamsWithHangUpsUnderATinyKVCacheLoseNothing) {
   while (rounds == 0 || Clock::now() - start < std::chrono::seconds(seconds)) {
     std::vector<int> got(streams, 0);
     std::vector<char> done(streams, 0), hang(streams, 0);
+    std::vector<std::string> why(streams);  // how a lost answer ended
     std::vector<std::thread> clients;
     clients.reserve(streams);
     for (int i = 0; i < streams; ++i) {
@@ -88,7 +89,11 @@ TEST(Soak, ThousandsOfStreamsWithHangUpsUnderATinyKVCacheLoseNothing) {
         httplib::Response res;
         httplib::Error err;
         c.send(req, res, err);
-        if (!hang[i] && got[i] != n) got[i] = -n;  // marks a lost or short answer
+        if (!hang[i] && got[i] != n) {
+          got[i] = -n;  // marks a lost or short answer
+          why[i] = fmt::format("httplib error {}, status {}, body '{}'", httplib::to_string(err),
+                               res.status, res.body.substr(0, 200));
+        }
       });
     }
     for (auto& t : clients) t.join();
@@ -97,7 +102,7 @@ TEST(Soak, ThousandsOfStreamsWithHangUpsUnderATinyKVCacheLoseNothing) {
         ++hung_up;
         continue;
       }
-      EXPECT_TRUE(done[i]) << "round " << rounds << " client " << i;
+      EXPECT_TRUE(done[i]) << "round " << rounds << " client " << i << ": " << why[i];
       EXPECT_GT(got[i], 0) << "round " << rounds << " client " << i << " lost tokens";
       if (done[i] && got[i] > 0) {
         ++finished;

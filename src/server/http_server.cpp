@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -20,6 +21,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Connections the kernel holds for accept() at least. A burst of more (the soak's 2,000 streams
+// at once, the accept thread starved of the CPU) has its SYNs dropped, and a client whose retries
+// run out (about 2 minutes) fails to connect: the backlog is at least the HTTP thread count
+// (the kernel caps it at net.core.somaxconn).
 constexpr int kListenBacklog = 1024;
 
 template <typename Fn>
@@ -96,7 +101,8 @@ int HttpServer::bind() {
       ctx_.options.port == 0
           ? server_->bind_to_any_port(ctx_.options.host)
           : (server_->bind_to_port(ctx_.options.host, ctx_.options.port) ? ctx_.options.port : -1);
-  if (port >= 0 && listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);
+  if (port >= 0 && listen_fd_ >= 0)
+    ::listen(listen_fd_, std::max(kListenBacklog, ctx_.options.http_threads));
   if (port < 0)
     fail(
         "cannot listen on {}:{}: the port is taken or the host is not an address of this machine; "
