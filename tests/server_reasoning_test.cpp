@@ -82,16 +82,15 @@ TEST(ServerReasoning, ContinueFinalMessageEndsThePromptInsideIt) {
   EXPECT_GT(closed.size(), continued.size());
   EXPECT_EQ(closed.rfind(continued, 0), 0u) << closed;  // the same up to the cut
   // Both at once contradict each other: a 400 naming add_generation_prompt.
-  const auto [s, e] = h->post("/v1/chat/completions",
-                              json{{"messages", messages},
-                                   {"continue_final_message", true},
-                                   {"add_generation_prompt", true}});
+  const auto [s, e] = h->post("/v1/chat/completions", json{{"messages", messages},
+                                                           {"continue_final_message", true},
+                                                           {"add_generation_prompt", true}});
   EXPECT_EQ(s, 400);
   EXPECT_EQ(e["error"]["param"], "add_generation_prompt") << e.dump();
   // On chat completions the answer continues the message: the prompt is the continued one.
-  const auto [s2, r] = h->post("/v1/chat/completions", json{{"messages", messages},
-                                                           {"continue_final_message", true},
-                                                           {"max_tokens", 1}});
+  const auto [s2, r] =
+      h->post("/v1/chat/completions",
+              json{{"messages", messages}, {"continue_final_message", true}, {"max_tokens", 1}});
   ASSERT_EQ(s2, 200) << r.dump();
   EXPECT_EQ(r["usage"]["prompt_tokens"], h->codec()->encode(continued, false).size());
 }
@@ -100,18 +99,18 @@ TEST(ServerReasoning, ChatTemplateFileOrNamedTemplate) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(test::scratch_dir()) / "named_templates";
   fs::create_directories(dir);
-  std::ofstream(dir / "tokenizer_config.json") << json{
-      {"chat_template",
-       {{{"name", "default"}, {"template", "D:{{ messages[0]['content'] }}"}},
-        {{"name", "tool_use"}, {"template", "T:{{ messages[0]['content'] }}"}}}}}
-                                                      .dump();
+  std::ofstream(dir / "tokenizer_config.json")
+      << json{{"chat_template",
+               {{{"name", "default"}, {"template", "D:{{ messages[0]['content'] }}"}},
+                {{"name", "tool_use"}, {"template", "T:{{ messages[0]['content'] }}"}}}}}
+             .dump();
   std::ofstream(dir / "mine.jinja") << "F:{{ messages[0]['content'] }}";
   const nlohmann::ordered_json messages = {{{"role", "user"}, {"content", "hi"}}};
   EXPECT_EQ(tok::ChatTemplate::load(dir.string()).render(messages, true), "D:hi");
   EXPECT_EQ(tok::ChatTemplate::load(dir.string(), "tool_use").render(messages, true), "T:hi");
-  EXPECT_EQ(tok::ChatTemplate::load(dir.string(), (dir / "mine.jinja").string())
-                .render(messages, true),
-            "F:hi");
+  EXPECT_EQ(
+      tok::ChatTemplate::load(dir.string(), (dir / "mine.jinja").string()).render(messages, true),
+      "F:hi");
   try {
     tok::ChatTemplate::load(dir.string(), "nope");
     FAIL() << "expected an error";
