@@ -154,6 +154,7 @@ void read_tools(const json& body, const ordered_json& ordered, CompletionRequest
   if (c.tool_choice == "required" && tools.empty())
     throw HttpError(400, "'tool_choice' \"required\" needs at least one tool in 'tools'",
                     "tool_choice");
+  c.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
   if (!tools.empty()) c.tools = ordered["tools"];  // as written, for the template's tojson
 }
 
@@ -175,7 +176,9 @@ std::string forced_call_schema(const CompletionRequest& c) {
                    {"properties",
                     {{"name", {{"const", t["function"]["name"]}}}, {"parameters", parameters(t)}}},
                    {"required", {"name", "parameters"}}});
-  return ordered_json{{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", any}}}}.dump();
+  ordered_json list = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", any}}}};
+  if (!c.parallel_tool_calls) list["maxItems"] = 1;  // OpenAI's: at most one call
+  return list.dump();
 }
 
 }  // namespace

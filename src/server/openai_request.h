@@ -20,9 +20,10 @@ struct CompletionRequest {
   int best_of = 1;
   bool stream = false, include_usage = false;
   bool logprobs = false;
-  ordered_json tools;       // chat: the request's tools offered to the model (null: none)
-  std::string tool_choice;  // "auto" | "none" | "required" | "function" (named)
-  std::string tool_name;    // tool_choice naming a function: its name
+  ordered_json tools;               // chat: the request's tools offered to the model (null: none)
+  std::string tool_choice;          // "auto" | "none" | "required" | "function" (named)
+  std::string tool_name;            // tool_choice naming a function: its name
+  bool parallel_tool_calls = true;  // false: tool_choice "required" makes exactly one call
   std::string tool_format;  // tools offered, tool_choice auto: how calls are read (tool_calls.h)
   std::string reasoning_format;  // --reasoning-parser (chat): reasoning_content split off
 };
