@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 
 # Debian packages strata builds against (see "Dependencies" in README.md for why each).
 PACKAGES=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
+          libspdlog-dev
           libopenblas-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libopenmpi-dev
           openmpi-bin libcpp-httplib-dev clang)
 missing=()

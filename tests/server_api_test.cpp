@@ -70,7 +70,7 @@ TEST(ServerApi, FieldsSdksAddAreIgnoredAndWrongTypesOfKnownOnesAreNot) {
            {R"({"prompt": [1], "logit_bias": {"a": 1}})", "logit_bias"},
            {R"({"prompt": [1], "logit_bias": {"100000": 1}})", ""},
            {R"({"prompt": [1], "response_format": {"type": "json_object"}})", "response_format"},
-           {R"({"prompt": [1], "best_of": 3})", "best_of"},
+           {R"({"prompt": [1], "n": 2, "best_of": 1})", "best_of"},
            {R"({"prompt": [1], "min_tokens": 30, "max_tokens": 5})", ""}}) {
     const auto [s, e] = h.post("/v1/completions", bad);
     EXPECT_EQ(s, 400) << bad << " -> " << e.dump();
@@ -327,7 +327,8 @@ TEST(ServerApi, ApiKeyAndCors) {
 
 // Tools go through the chat template (Qwen3's, over the tiny tokenizer's ChatML tokens): the
 // prompt describes them, the format is read from it (hermes), and tool_choice "none" leaves
-// them out. Calls forced by tool_choice need constrained decoding and are refused.
+// them out. Calls forced by tool_choice (required, named) are constrained by the grammar engine,
+// so even the random model answers a valid call.
 TEST(ServerApi, ToolsAreRenderedThroughTheChatTemplate) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("strata_tools_" + std::to_string(getpid()));
@@ -370,10 +371,52 @@ TEST(ServerApi, ToolsAreRenderedThroughTheChatTemplate) {
   const auto [s3, untooled] = h->post("/v1/chat/completions", chat);
   ASSERT_EQ(s3, 200) << untooled.dump();
   EXPECT_LT(untooled["usage"]["prompt_tokens"].get<int>(), with["count"].get<int>());
-  chat["tool_choice"] = "required";
-  EXPECT_EQ(h->post("/v1/chat/completions", chat).first, 400);
-  chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
-  EXPECT_EQ(h->post("/v1/chat/completions", chat).first, 400);
+  // Forced calls: a tool whose arguments are bounded (an enum), so that the constrained random
+  // model finishes within max_tokens.
+  const json unit_tool = json::parse(
+      R"({"type": "function", "function": {"name": "set_unit", "parameters": {"type": "object", )"
+      R"("properties": {"unit": {"enum": ["c", "f"]}}, "required": ["unit"]}}})");
+  json forced = {{"messages", messages}, {"max_tokens", 64}, {"temperature", 0.8}, {"seed", 3}};
+  forced["tools"] = {tools[0], unit_tool};
+  forced["tool_choice"] = {{"type", "function"}, {"function", {{"name", "set_unit"}}}};
+  for (bool stream : {false, true}) {
+    json msg;
+    std::string finish;
+    if (!stream) {
+      const auto [s, named] = h->post("/v1/chat/completions", forced);
+      ASSERT_EQ(s, 200) << named.dump();
+      msg = named["choices"][0]["message"];
+      finish = named["choices"][0]["finish_reason"];
+    } else {
+      json body = forced;
+      body["stream"] = true;
+      bool done = false;
+      for (const auto& e : h->stream("/v1/chat/completions", body, &done))
+        for (const auto& c : e["choices"]) {
+          if (c["delta"].contains("tool_calls")) msg["tool_calls"] = c["delta"]["tool_calls"];
+          if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+        }
+      EXPECT_TRUE(done);
+    }
+    ASSERT_TRUE(msg.contains("tool_calls")) << msg.dump();
+    ASSERT_EQ(msg["tool_calls"].size(), 1u);
+    EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "set_unit");
+    const json args = json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>());
+    EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << args.dump();
+    EXPECT_EQ(finish, "tool_calls");
+  }
+  forced["tools"] = {unit_tool};
+  forced["tool_choice"] = "required";
+  const auto [s6, required] = h->post("/v1/chat/completions", forced);
+  ASSERT_EQ(s6, 200) << required.dump();
+  const json& calls = required["choices"][0]["message"]["tool_calls"];
+  ASSERT_GE(calls.size(), 1u) << required.dump();
+  for (const auto& c : calls) EXPECT_EQ(c["function"]["name"], "set_unit");
+  // A named function the request does not offer is a 400 naming tool_choice.
+  forced["tool_choice"] = {{"type", "function"}, {"function", {{"name", "nope"}}}};
+  const auto [s7, unknown] = h->post("/v1/chat/completions", forced);
+  EXPECT_EQ(s7, 400);
+  EXPECT_EQ(unknown["error"]["param"], "tool_choice");
   // A history with a call (arguments as JSON text, as OpenAI sends them) and its result.
   json history = messages;
   history.push_back(

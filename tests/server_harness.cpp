@@ -121,11 +121,13 @@ std::vector<json> Harness::stream(const std::string& path, const json& body, boo
 double Harness::metric(const std::string& name) const {
   auto res = client().Get("/metrics");
   EXPECT_TRUE(res && res->status == 200);
-  const std::string prefix = name + " ";
   for (size_t pos = 0; res && pos < res->body.size();) {
     const size_t end = res->body.find('\n', pos);
     const std::string line = res->body.substr(pos, end - pos);
-    if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
+    // "name value" or "name{labels} value"
+    if (line.rfind(name, 0) == 0 && line.size() > name.size() &&
+        (line[name.size()] == ' ' || line[name.size()] == '{'))
+      return std::stod(line.substr(line.rfind(' ') + 1));
     pos = end == std::string::npos ? res->body.size() : end + 1;
   }
   ADD_FAILURE() << "no metric " << name;

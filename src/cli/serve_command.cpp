@@ -18,6 +18,7 @@
 #include "runtime/eos_tokens.h"
 #include "runtime/scheduler.h"
 #include "server/http_server.h"
+#include "server/reasoning.h"
 #include "server/tokenizer_codec.h"
 #include "server/tool_calls.h"
 
@@ -45,9 +46,20 @@ struct ServeFlags {
   bool enable_metrics = false;     // accepted: /metrics is always served
   bool trust_remote_code = false;  // accepted: strata runs no code from model directories
   std::string tool_call_parser;
+  std::string reasoning_parser;
+  std::string chat_template;  // --chat-template FILE|NAME
+  bool skip_tokenizer_init = false;
+  // SGLang flags strata takes only at the value it runs with (each refused otherwise, with
+  // what strata does instead).
+  std::string dtype = "auto", kv_cache_dtype = "auto", schedule_policy = "fcfs", revision;
+  int stream_interval = 1;
+  int max_prefill_tokens = 0;  // 0: not given
   // SGLang's --grammar-backend: xgrammar, outlines and llguidance all name strata's own engine
   // (src/grammar), "none" turns structured output off.
   std::string grammar_backend = "xgrammar";
+  // SGLang's --sampling-defaults: "model" (generation_config.json's, as vLLM's
+  // --generation-config auto) or "openai".
+  std::string sampling_defaults = "model";
 };
 
 // --allowed-origins as vLLM spells its value (a JSON list, '["*"]') or as plain origins.
@@ -91,6 +103,40 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
     problems.push_back(
         fmt::format("--tool-call-parser '{}' is not one strata parses; use one of {}",
                     f.tool_call_parser, tool_call_formats()));
+  if (f.dtype != "auto")
+    problems.push_back(fmt::format(
+        "--dtype {}: strata picks the precision per device (bf16 weights on cuda, f32 compute "
+        "on cpu; docs/devices.md); leave --dtype out or pass auto",
+        f.dtype));
+  if (f.kv_cache_dtype != "auto")
+    problems.push_back(fmt::format(
+        "--kv-cache-dtype {}: strata keeps the KV cache in f32 on cpu and bf16 on cuda; leave "
+        "it out or pass auto",
+        f.kv_cache_dtype));
+  if (f.schedule_policy != "fcfs")
+    problems.push_back(fmt::format(
+        "--schedule-policy {}: strata admits requests first come, first served (the prefix cache "
+        "still matches every prompt); leave it out or pass fcfs",
+        f.schedule_policy));
+  if (f.stream_interval != 1)
+    problems.push_back(fmt::format(
+        "--stream-interval {}: strata streams every decoded token (interval 1); leave it out",
+        f.stream_interval));
+  if (f.max_prefill_tokens != 0)
+    problems.push_back(
+        fmt::format("--max-prefill-tokens {}: strata bounds prefill work per pass with "
+                    "--chunked-prefill-size; use that instead",
+                    f.max_prefill_tokens));
+  if (!f.revision.empty())
+    problems.push_back(fmt::format(
+        "--revision {}: strata loads a local directory and downloads nothing; check the "
+        "revision out there (e.g. huggingface-cli download --revision {}) and pass its path",
+        f.revision, f.revision));
+  if (f.skip_tokenizer_init && !f.chat_template.empty())
+    problems.push_back("--chat-template needs the tokenizer, which --skip-tokenizer-init skips");
+  if (!f.reasoning_parser.empty() && !reasoning_format_known(f.reasoning_parser))
+    problems.push_back(fmt::format("--reasoning-parser '{}' is not one strata reads; use one of {}",
+                                   f.reasoning_parser, reasoning_formats()));
   for (const auto& g : f.allowed_origins)
     if (!g.empty() && g.front() == '[' && !json::parse(g, nullptr, false).is_array())
       problems.push_back(
@@ -106,6 +152,10 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
         "--pp-size / --pp-layer-partition: strata serve runs the model as one stage (serving "
         "over a pipeline is not built yet); leave them out, or use strata generate for "
         "pipelined runs");
+  if (f.sampling_defaults != "model" && f.sampling_defaults != "openai")
+    problems.push_back(fmt::format(
+        "--sampling-defaults must be model (generation_config.json's) or openai; got '{}'",
+        f.sampling_defaults));
   if (f.max_queued_requests < -1)
     problems.push_back(fmt::format("--max-queued-requests must be >= 0 (or -1: no limit), got {}",
                                    f.max_queued_requests));
@@ -126,6 +176,7 @@ extern "C" void request_stop(int) {
 std::unique_ptr<TokenizerCodec> load_tokenizer(const ServeFlags& f, const ModelConfig& config,
                                                std::vector<std::string>& problems) {
   namespace fs = std::filesystem;
+  if (f.skip_tokenizer_init) return nullptr;  // token ids in and out, as SGLang's flag
   const bool given = !f.tokenizer_path.empty();
   const std::string dir = given ? f.tokenizer_path : f.model.model;
   if (!given && !fs::exists(fs::path(dir) / "tokenizer.json")) {
@@ -137,7 +188,7 @@ std::unique_ptr<TokenizerCodec> load_tokenizer(const ServeFlags& f, const ModelC
   }
   std::unique_ptr<TokenizerCodec> codec;
   try {
-    codec = TokenizerCodec::load(dir);
+    codec = TokenizerCodec::load(dir, f.chat_template);
   } catch (const Error& e) {
     problems.push_back(fmt::format(
         "{}: {}", given ? "--tokenizer-path" : "the model directory's tokenizer", e.what()));
@@ -193,6 +244,13 @@ int run(const ServeFlags& f) {
   so.allowed_origins = origins(f.allowed_origins);
   so.log_requests = f.log_requests;
   so.tool_call_parser = f.tool_call_parser;
+  so.reasoning_parser = f.reasoning_parser;
+  if (f.sampling_defaults == "model") {
+    so.sampling_defaults = read_generation_defaults(f.model.model);
+    if (!so.sampling_defaults.source.empty())
+      log::info("sampling defaults from generation_config.json (requests may override): {}",
+                so.sampling_defaults.source.dump());
+  }
   so.server_args = {{"model_path", f.model.model},
                     {"tokenizer_path", f.tokenizer_path.empty() ? f.model.model : f.tokenizer_path},
                     {"host", f.host},
@@ -212,7 +270,11 @@ int run(const ServeFlags& f) {
                     {"api_key_set", !f.api_key.empty()},
                     {"allowed_origins", so.allowed_origins},
                     {"tool_call_parser", f.tool_call_parser},
-                    {"grammar_backend", f.grammar_backend}};
+                    {"reasoning_parser", f.reasoning_parser},
+                    {"chat_template", f.chat_template},
+                    {"skip_tokenizer_init", f.skip_tokenizer_init},
+                    {"grammar_backend", f.grammar_backend},
+                    {"sampling_defaults", f.sampling_defaults}};
   so.served_model_name =
       !f.served_model_name.empty()
           ? f.served_model_name
@@ -320,11 +382,33 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--trust-remote-code", flags->trust_remote_code,
                 "accepted for SGLang's scripts: strata runs no code from model directories");
   cmd->add_option("--tool-call-parser", flags->tool_call_parser,
-                  "how tool calls are read from the output: hermes | qwen25 | qwen | llama3 "
-                  "(default: from the chat template)");
+                  "how tool calls are read from the output: hermes | qwen25 | qwen | llama3 | "
+                  "llama3_json | llama4 | deepseekv3 | deepseekv31 | mistral | gpt-oss (default: "
+                  "from the chat template)");
+  cmd->add_option("--chat-template", flags->chat_template,
+                  "the chat template: a file, or a template named in tokenizer_config.json "
+                  "(default: the tokenizer's)");
+  cmd->add_flag("--skip-tokenizer-init", flags->skip_tokenizer_init,
+                "load no tokenizer: prompts and answers are token ids");
+  cmd->add_option("--dtype", flags->dtype, "auto only: strata picks the precision per device");
+  cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                  "auto only: the KV cache is f32 on cpu, bf16 on cuda");
+  cmd->add_option("--schedule-policy", flags->schedule_policy,
+                  "fcfs only: first come, first served");
+  cmd->add_option("--stream-interval", flags->stream_interval, "1 only: every token is streamed");
+  cmd->add_option("--max-prefill-tokens", flags->max_prefill_tokens,
+                  "refused: use --chunked-prefill-size");
+  cmd->add_option("--revision", flags->revision, "refused: strata loads a local directory");
+  cmd->add_option("--reasoning-parser", flags->reasoning_parser,
+                  "split the reasoning of thinking models into reasoning_content: qwen3 | "
+                  "qwen3-thinking | deepseek-r1 | deepseek-v3 | gpt-oss (default: none)");
   cmd->add_option("--grammar-backend", flags->grammar_backend,
                   "structured output: xgrammar | outlines | llguidance (all strata's own grammar "
                   "engine) | none (off)");
+  cmd->add_option("--sampling-defaults", flags->sampling_defaults,
+                  "defaults of the sampling fields a request leaves out: model "
+                  "(generation_config.json's temperature, top_p, top_k, min_p, "
+                  "repetition_penalty, max_new_tokens) | openai");
   cmd->callback([flags, &exit_code]() { exit_code = run_command([&] { return run(*flags); }); });
 }
 

@@ -1,16 +1,30 @@
 #include "core/log.h"
 
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <atomic>
-#include <chrono>
-#include <cstdio>
-#include <ctime>
-#include <mutex>
 
 namespace strata::log {
 
 namespace {
+
 std::atomic<Level> g_level{Level::info};
-std::mutex g_mu;
+
+// One logger, stderr, lines whole across threads (the _mt sink locks per line), in SGLang's
+// shape: "[2026-01-02 10:11:12] INFO message".
+spdlog::logger& logger() {
+  static const std::shared_ptr<spdlog::logger> instance = [] {
+    auto l = std::make_shared<spdlog::logger>("strata",
+                                              std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    l->set_pattern("[%Y-%m-%d %H:%M:%S] %v");
+    l->set_level(spdlog::level::trace);  // the gate is enabled(), before anything is formatted
+    l->flush_on(spdlog::level::trace);   // lines appear as they happen (a log is read live)
+    return l;
+  }();
+  return *instance;
+}
+
 }  // namespace
 
 bool set_level(std::string_view name) {
@@ -35,16 +49,10 @@ Level level() {
 
 void write(Level l, std::string_view message) {
   static constexpr const char* kNames[] = {"DEBUG", "INFO", "WARNING", "ERROR"};
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &tm);
-  std::lock_guard<std::mutex> lock(g_mu);
-  std::fprintf(stderr, "[%s] %s %.*s\n", stamp, kNames[static_cast<int>(l)],
-               static_cast<int>(message.size()), message.data());
-  std::fflush(stderr);
+  static constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::debug, spdlog::level::info,
+                                                          spdlog::level::warn, spdlog::level::err};
+  const int i = static_cast<int>(l);
+  logger().log(kLevels[i], "{} {}", kNames[i], message);
 }
 
 }  // namespace strata::log

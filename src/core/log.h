@@ -1,8 +1,7 @@
 #pragma once
-// The server's log: lines on stderr, "[time] LEVEL message", below --log-level dropped. fmt to
-// stderr rather than a logging library: one process, one sink, and the lines must interleave
-// whole with the other threads' (a mutex per line). Levels as SGLang's --log-level spells
-// them.
+// The server's log: lines on stderr, "[time] LEVEL message", below --log-level dropped, written
+// through spdlog (one logger, a thread-safe stderr sink: lines interleave whole across
+// threads). Levels as SGLang's --log-level spells them.
 #include <fmt/format.h>
 
 #include <string>

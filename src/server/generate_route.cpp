@@ -54,7 +54,8 @@ std::vector<std::vector<int>> generate_prompts(const ServerContext& ctx, const j
   return prompts;
 }
 
-ServeRequest read_sampling_params(const json& sp, const json& body) {
+ServeRequest read_sampling_params(const json& sp, const json& body,
+                                  const SamplingDefaults& defaults) {
   if (!sp.is_object())
     throw HttpError(400, "'sampling_params' must be an object", "sampling_params");
   check_fields(
@@ -64,9 +65,10 @@ ServeRequest read_sampling_params(const json& sp, const json& body) {
        "repetition_penalty", "min_new_tokens", "logit_bias", "n", "json_schema", "regex", "ebnf"},
       "sampling_params");
   ServeRequest r;
-  r.sampling = read_sampling_controls(sp, "min_new_tokens");
-  r.sampling.max_new_tokens = static_cast<int>(
-      std::clamp<int64_t>(get_integer(sp, "max_new_tokens").value_or(128), -1, INT32_MAX));
+  r.sampling = read_sampling_controls(sp, "min_new_tokens", defaults);
+  r.sampling.max_new_tokens = static_cast<int>(std::clamp<int64_t>(
+      get_integer(sp, "max_new_tokens").value_or(defaults.max_new_tokens.value_or(128)), -1,
+      INT32_MAX));
   if (r.sampling.max_new_tokens < 0)
     throw HttpError(400, "'max_new_tokens' must be >= 0", "max_new_tokens");
   r.stop_strings = get_stop_strings(sp, "stop");
@@ -108,7 +110,7 @@ GenerateRequest parse_generate(const ServerContext& ctx, const json& body,
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     const json& sp = sps.is_array() ? sps[i] : sps;
-    ServeRequest base = read_sampling_params(sp, body);
+    ServeRequest base = read_sampling_params(sp, body, ctx.options.sampling_defaults);
     const ordered_json no_params = ordered_json::object();
     const auto sps_ordered = ordered.find("sampling_params");
     const ordered_json& osp = sps_ordered == ordered.end() || sps_ordered->is_null() ? no_params

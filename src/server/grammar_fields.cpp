@@ -83,6 +83,12 @@ std::shared_ptr<grammar::CompiledGrammar> read_openai_grammar(const ServerContex
   return compile(ctx, constraints[0].second, constraints[0].first);
 }
 
+std::shared_ptr<grammar::CompiledGrammar> compile_json_schema(const ServerContext& ctx,
+                                                              const std::string& schema,
+                                                              const std::string& field) {
+  return compile(ctx, {GrammarSpec::Kind::JsonSchema, schema}, field);
+}
+
 std::shared_ptr<grammar::CompiledGrammar> read_generate_grammar(const ServerContext& ctx,
                                                                 const ordered_json& sp) {
   if (!sp.is_object()) return nullptr;

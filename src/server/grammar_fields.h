@@ -17,6 +17,10 @@ namespace strata {
 // properties keep their order (the output follows it, as OpenAI's does).
 std::shared_ptr<grammar::CompiledGrammar> read_openai_grammar(const ServerContext& ctx,
                                                               const ordered_json& body);
+// A JSON schema (text) compiled; a 400 naming `field` when it does not compile.
+std::shared_ptr<grammar::CompiledGrammar> compile_json_schema(const ServerContext& ctx,
+                                                              const std::string& schema,
+                                                              const std::string& field);
 std::shared_ptr<grammar::CompiledGrammar> read_generate_grammar(
     const ServerContext& ctx, const ordered_json& sampling_params);
 

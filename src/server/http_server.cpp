@@ -51,6 +51,7 @@ httplib::Server::Handler guarded(Fn fn) {
 
 HttpServer::HttpServer(ServerContext ctx) : ctx_(std::move(ctx)) {
   std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is an error return, not a signal
+  ctx_.metrics.set_model_name(ctx_.options.served_model_name);
   const int threads = std::max(4, ctx_.options.http_threads);
   ConnectionLimits limits;
   limits.threads = threads;

@@ -45,8 +45,6 @@ void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::R
                {"model", "prompt", "text", "messages", "tools", "add_special_tokens",
                 "add_generation_prompt", "chat_template_kwargs", "continue_final_message"},
                "the request");
-  if (get_bool(body, "continue_final_message").value_or(false))
-    throw HttpError(400, "'continue_final_message' is not supported", "continue_final_message");
   const bool chat = body.contains("messages") && !body["messages"].is_null();
   std::vector<int> ids;
   if (chat) {

@@ -13,11 +13,29 @@ const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.0
                                              2.5,   5.0,   7.5,  10.0, 20.0, 60.0};
 constexpr double kThroughputWindowSeconds = 5.0;
 
-void gauge(std::string& out, const std::string& name, const std::string& help, double v) {
-  out += fmt::format("# HELP {0} {1}\n# TYPE {0} gauge\n{0} {2}\n", name, help, v);
+// `labels`: "" or "{model_name=\"...\"}" (SGLang's and vLLM's label, so that dashboards
+// built for them select by model).
+void gauge(std::string& out, const std::string& labels, const std::string& name,
+           const std::string& help, double v) {
+  out += fmt::format("# HELP {0} {1}\n# TYPE {0} gauge\n{0}{3} {2}\n", name, help, v, labels);
 }
-void counter(std::string& out, const std::string& name, const std::string& help, int64_t v) {
-  out += fmt::format("# HELP {0} {1}\n# TYPE {0} counter\n{0} {2}\n", name, help, v);
+void counter(std::string& out, const std::string& labels, const std::string& name,
+             const std::string& help, int64_t v) {
+  out += fmt::format("# HELP {0} {1}\n# TYPE {0} counter\n{0}{3} {2}\n", name, help, v, labels);
+}
+
+// A Prometheus label value: backslash, quote and newline escaped.
+std::string label_value(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '\\' || ch == '"') out += '\\';
+    if (ch == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += ch;
+  }
+  return out;
 }
 }  // namespace
 
@@ -31,15 +49,19 @@ void Histogram::observe(double v) {
   ++count_;
 }
 
-void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
+void Histogram::render(const std::string& name, const std::string& help, std::string& out,
+                       const std::string& labels) const {
   out += fmt::format("# HELP {0} {1}\n# TYPE {0} histogram\n", name, help);
   int64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+    out += fmt::format("{}_bucket{{{}le=\"{}\"}} {}\n", name, labels, bounds_[i], cumulative);
   }
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name,
-                     sum_, name, count_);
+  // _sum and _count carry the labels without the trailing comma.
+  const std::string own =
+      labels.empty() ? std::string() : "{" + labels.substr(0, labels.size() - 1) + "}";
+  out += fmt::format("{0}_bucket{{{1}le=\"+Inf\"}} {2}\n{0}_sum{3} {4}\n{0}_count{3} {2}\n", name,
+                     labels, count_, own, sum_);
 }
 
 ServerMetrics::ServerMetrics()
@@ -82,25 +104,32 @@ std::string ServerMetrics::render() const {
   std::lock_guard lk(mu_);
   const SchedulerStats& s = stats_;
   std::string out;
-  gauge(out, "strata:num_running_reqs", "Requests in the running batch.", s.running);
-  gauge(out, "strata:num_queue_reqs", "Requests waiting in the queue.", s.waiting);
-  gauge(out, "strata:num_used_tokens", "KV cache slots in use (prefix cache included).",
+  const std::string L = model_name_.empty()
+                            ? std::string()
+                            : fmt::format("{{model_name=\"{}\"}}", label_value(model_name_));
+  const std::string with = model_name_.empty()
+                               ? std::string()
+                               : fmt::format("model_name=\"{}\",", label_value(model_name_));
+  gauge(out, L, "strata:num_running_reqs", "Requests in the running batch.", s.running);
+  gauge(out, L, "strata:num_queue_reqs", "Requests waiting in the queue.", s.waiting);
+  gauge(out, L, "strata:num_used_tokens", "KV cache slots in use (prefix cache included).",
         static_cast<double>(s.used_pages * s.page_size));
-  gauge(out, "strata:max_total_num_tokens", "KV cache slots in all.",
+  gauge(out, L, "strata:max_total_num_tokens", "KV cache slots in all.",
         static_cast<double>(s.total_pages * s.page_size));
-  gauge(out, "strata:token_usage", "Fraction of the KV cache in use (prefix cache included).",
+  gauge(out, L, "strata:token_usage", "Fraction of the KV cache in use (prefix cache included).",
         s.total_pages ? static_cast<double>(s.used_pages) / s.total_pages : 0.0);
-  gauge(out, "strata:radix_cache_tokens", "KV cache slots held by the prefix cache.",
+  gauge(out, L, "strata:radix_cache_tokens", "KV cache slots held by the prefix cache.",
         static_cast<double>(s.cached_pages * s.page_size));
-  gauge(out, "strata:max_mamba_slots", "Recurrent-state slots in all (hybrid models; else 0).",
+  gauge(out, L, "strata:max_mamba_slots", "Recurrent-state slots in all (hybrid models; else 0).",
         static_cast<double>(s.state_slots));
-  gauge(out, "strata:num_used_mamba_slots",
+  gauge(out, L, "strata:num_used_mamba_slots",
         "Recurrent-state slots in use (prefix cache snapshots included).",
         static_cast<double>(s.used_state_slots));
-  gauge(out, "strata:radix_cache_mamba_slots",
+  gauge(out, L, "strata:radix_cache_mamba_slots",
         "Recurrent-state snapshots held by the prefix cache.",
         static_cast<double>(s.cached_state_slots));
-  gauge(out, "strata:cache_hit_rate", "Prompt tokens served from the prefix cache / prompt tokens.",
+  gauge(out, L, "strata:cache_hit_rate",
+        "Prompt tokens served from the prefix cache / prompt tokens.",
         s.prompt_tokens ? static_cast<double>(s.cached_prompt_tokens) / s.prompt_tokens : 0.0);
   double throughput = 0;
   if (throughput_window_.size() >= 2) {
@@ -109,20 +138,20 @@ std::string ServerMetrics::render() const {
     const double dt = std::chrono::duration<double>(t1 - t0).count();
     if (dt > 0) throughput = (n1 - n0) / dt;
   }
-  gauge(out, "strata:gen_throughput", "Generated tokens per second over the last seconds.",
+  gauge(out, L, "strata:gen_throughput", "Generated tokens per second over the last seconds.",
         throughput);
-  counter(out, "strata:prompt_tokens_total", "Prompt tokens admitted.", s.prompt_tokens);
-  counter(out, "strata:cached_tokens_total", "Prompt tokens served from the prefix cache.",
+  counter(out, L, "strata:prompt_tokens_total", "Prompt tokens admitted.", s.prompt_tokens);
+  counter(out, L, "strata:cached_tokens_total", "Prompt tokens served from the prefix cache.",
           s.cached_prompt_tokens);
-  counter(out, "strata:generation_tokens_total", "Tokens generated.", s.generated_tokens);
-  counter(out, "strata:num_requests_total", "Requests finished (aborted included).", finished_);
-  counter(out, "strata:num_aborted_requests_total", "Requests aborted.", aborted_);
-  counter(out, "strata:num_retractions_total", "Requests sent back to the queue for memory.",
+  counter(out, L, "strata:generation_tokens_total", "Tokens generated.", s.generated_tokens);
+  counter(out, L, "strata:num_requests_total", "Requests finished (aborted included).", finished_);
+  counter(out, L, "strata:num_aborted_requests_total", "Requests aborted.", aborted_);
+  counter(out, L, "strata:num_retractions_total", "Requests sent back to the queue for memory.",
           s.retractions);
-  counter(out, "strata:forward_passes_total", "Forward passes run.", s.forward_passes);
-  ttft_.render("strata:time_to_first_token_seconds", "Time to first token.", out);
-  itl_.render("strata:inter_token_latency_seconds", "Time between tokens of a request.", out);
-  e2e_.render("strata:e2e_request_latency_seconds", "Arrival to last token.", out);
+  counter(out, L, "strata:forward_passes_total", "Forward passes run.", s.forward_passes);
+  ttft_.render("strata:time_to_first_token_seconds", "Time to first token.", out, with);
+  itl_.render("strata:inter_token_latency_seconds", "Time between tokens of a request.", out, with);
+  e2e_.render("strata:e2e_request_latency_seconds", "Arrival to last token.", out, with);
   return out;
 }
 

@@ -18,8 +18,10 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);
   void observe(double v);
-  // Appends the _bucket/_sum/_count lines of metric `name`.
-  void render(const std::string& name, const std::string& help, std::string& out) const;
+  // Appends the _bucket/_sum/_count lines of metric `name`; `labels`: "" or 'k="v",' (put
+  // before `le`).
+  void render(const std::string& name, const std::string& help, std::string& out,
+              const std::string& labels = "") const;
   int64_t count() const { return count_; }
 
  private:
@@ -39,12 +41,15 @@ class ServerMetrics {
   void set_scheduler_stats(const SchedulerStats& s);
   SchedulerStats scheduler_stats() const;
   std::string render() const;
+  // The model_name label of every sample (--served-model-name); empty: no label.
+  void set_model_name(std::string name) { model_name_ = std::move(name); }
 
  private:
   mutable std::mutex mu_;
   SchedulerStats stats_;
   Histogram ttft_, itl_, e2e_;
   int64_t finished_ = 0, aborted_ = 0;
+  std::string model_name_;
   // (time, generated tokens so far) samples for the throughput gauge over the last seconds
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> throughput_window_;
 };

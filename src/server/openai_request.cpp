@@ -19,16 +19,8 @@ constexpr int kMaxTopLogprobs = 20;
 void reject_unsupported(const json& body) {
   if (get_bool(body, "echo").value_or(false))
     throw HttpError(400, "'echo' is not supported by this server", "echo");
-  if (const auto best_of = get_integer(body, "best_of");
-      best_of && *best_of != get_integer(body, "n").value_or(1))
-    throw HttpError(400, "'best_of' other than 'n' is not supported; use 'n'", "best_of");
   if (body.contains("suffix") && !body["suffix"].is_null())
     throw HttpError(400, "'suffix' is not supported", "suffix");
-  if (get_bool(body, "continue_final_message").value_or(false))
-    throw HttpError(400,
-                    "'continue_final_message' is not supported; end the messages with a user "
-                    "turn, or send the rendered prompt to /v1/completions",
-                    "continue_final_message");
 }
 
 std::vector<std::vector<int>> completion_prompts(const ServerContext& ctx, const json& body) {
@@ -99,8 +91,10 @@ ordered_json chat_messages(const ordered_json& body) {
 }
 
 // `tools`: [{"type": "function", "function": {"name", "description"?, "parameters"?}}], and
-// `tool_choice`. Forcing a call ("required", or a named function) needs constrained
-// decoding, which strata does not do: those are refused rather than left to chance.
+// `tool_choice`. Forcing a call ("required", or a named function) is done with the grammar
+// engine, as vLLM does it: the output is constrained to the named tool's parameters schema
+// (the answer is that call, the output its arguments), or to a non-empty JSON list of
+// {"name", "parameters"} objects of the offered tools (the answer is those calls).
 void read_tools(const json& body, const ordered_json& ordered, CompletionRequest& c) {
   c.tool_choice = "auto";
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
@@ -147,13 +141,44 @@ void read_tools(const json& body, const ordered_json& ordered, CompletionRequest
         !t["function"]["parameters"].is_object())
       throw HttpError(400, "a tool's 'parameters' must be a JSON schema object", "tools");
   }
-  if (c.tool_choice == "required" || c.tool_choice == "function")
-    throw HttpError(400,
-                    fmt::format("'tool_choice' \"{}\" forces a tool call, which needs constrained "
-                                "decoding that this server does not do; use \"auto\"",
-                                c.tool_choice == "function" ? "named function" : "required"),
+  if (c.tool_choice == "function") {
+    bool found = false;
+    for (const auto& t : tools) found = found || t["function"]["name"] == c.tool_name;
+    if (!found)
+      throw HttpError(400,
+                      fmt::format("'tool_choice' names the function '{}', which 'tools' does not "
+                                  "offer",
+                                  c.tool_name),
+                      "tool_choice");
+  }
+  if (c.tool_choice == "required" && tools.empty())
+    throw HttpError(400, "'tool_choice' \"required\" needs at least one tool in 'tools'",
                     "tool_choice");
+  c.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
   if (!tools.empty()) c.tools = ordered["tools"];  // as written, for the template's tojson
+}
+
+// The JSON schema a forced tool call's output is constrained to (read_tools).
+std::string forced_call_schema(const CompletionRequest& c) {
+  auto parameters = [](const ordered_json& tool) {
+    const ordered_json& f = tool["function"];
+    return f.contains("parameters") && !f["parameters"].is_null()
+               ? f["parameters"]
+               : ordered_json{{"type", "object"}};
+  };
+  if (c.tool_choice == "function") {
+    for (const auto& t : c.tools)
+      if (t["function"]["name"] == c.tool_name) return parameters(t).dump();
+  }
+  ordered_json any = ordered_json::array();
+  for (const auto& t : c.tools)
+    any.push_back({{"type", "object"},
+                   {"properties",
+                    {{"name", {{"const", t["function"]["name"]}}}, {"parameters", parameters(t)}}},
+                   {"required", {"name", "parameters"}}});
+  ordered_json list = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", any}}}};
+  if (!c.parallel_tool_calls) list["maxItems"] = 1;  // OpenAI's: at most one call
+  return list.dump();
 }
 
 }  // namespace
@@ -171,18 +196,49 @@ std::string chat_prompt_text(const ServerContext& ctx, const ordered_json& body,
   // Template variables as vLLM passes them: the tools, add_generation_prompt, then
   // chat_template_kwargs over both.
   if (!tools.is_null() && !tools.empty()) extra["tools"] = tools;
+  bool continue_final = false;
+  if (const auto cfm = body.find("continue_final_message"); cfm != body.end() && !cfm->is_null()) {
+    if (!cfm->is_boolean())
+      throw HttpError(400, "'continue_final_message' must be true or false",
+                      "continue_final_message");
+    continue_final = cfm->get<bool>();
+  }
   if (const auto agp = body.find("add_generation_prompt"); agp != body.end() && !agp->is_null()) {
     if (!agp->is_boolean())
       throw HttpError(400, "'add_generation_prompt' must be true or false",
                       "add_generation_prompt");
+    if (continue_final && agp->get<bool>())
+      throw HttpError(400,
+                      "'continue_final_message' continues the last message, which "
+                      "'add_generation_prompt' would close; set add_generation_prompt false",
+                      "add_generation_prompt");
     extra["add_generation_prompt"] = agp->get<bool>();
   }
+  if (continue_final) extra["add_generation_prompt"] = false;
   if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
     if (!body["chat_template_kwargs"].is_object())
       throw HttpError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
     for (const auto& [k, v] : body["chat_template_kwargs"].items()) extra[k] = v;
   }
-  return ctx.codec->apply_chat_template(messages, extra);
+  std::string text = ctx.codec->apply_chat_template(messages, extra);
+  if (continue_final) {
+    // As transformers does: the prompt ends where the last message's (stripped) content
+    // ends, so the model writes on in that message instead of after its end-of-turn marks.
+    const ordered_json& last = messages.back()["content"];
+    const std::string content = last.is_string() ? last.get<std::string>() : "";
+    const size_t a = content.find_first_not_of(" \t\r\n");
+    const std::string stripped =
+        a == std::string::npos ? ""
+                               : content.substr(a, content.find_last_not_of(" \t\r\n") - a + 1);
+    const size_t at = stripped.empty() ? std::string::npos : text.rfind(stripped);
+    if (at == std::string::npos)
+      throw HttpError(400,
+                      "'continue_final_message': the last message's content does not appear in "
+                      "the rendered prompt (empty, or the template rewrites it)",
+                      "continue_final_message");
+    text.resize(at + stripped.size());
+  }
+  return text;
 }
 
 CompletionRequest parse_completion_request(const ServerContext& ctx, const json& body,
@@ -238,6 +294,18 @@ CompletionRequest parse_completion_request(const ServerContext& ctx, const json&
     throw HttpError(400, fmt::format("'n' must be between 1 and {}, got {}", kMaxChoices, n), "n");
   c.n = static_cast<int>(n);
   c.stream = get_bool(body, "stream").value_or(false);
+  // best_of (legacy completions only, as OpenAI): candidates ranked once all have finished,
+  // so not with stream (OpenAI refuses that pair too).
+  const int64_t best_of = chat ? n : get_integer(body, "best_of").value_or(n);
+  if (best_of < n || best_of > kMaxChoices)
+    throw HttpError(
+        400,
+        fmt::format("'best_of' must be between 'n' ({}) and {}, got {}", n, kMaxChoices, best_of),
+        "best_of");
+  if (best_of > n && c.stream)
+    throw HttpError(400, "'best_of' greater than 'n' cannot be streamed; leave out 'stream'",
+                    "best_of");
+  c.best_of = static_cast<int>(best_of);
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
     const json& so = body["stream_options"];
     if (!so.is_object())
@@ -271,16 +339,16 @@ CompletionRequest parse_completion_request(const ServerContext& ctx, const json&
                     max_key);
   const auto stops = get_stop_strings(body, "stop");
   if (stops.size() > 4) throw HttpError(400, "'stop' holds at most 4 strings", "stop");
-  const SamplingParams controls = read_sampling_controls(body, "min_tokens");
+  const SamplingParams controls =
+      read_sampling_controls(body, "min_tokens", ctx.options.sampling_defaults);
   const auto seed = get_integer(body, "seed");
-  const bool skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(true);
-  const auto grammar = read_openai_grammar(ctx, ordered);
+  auto grammar = read_openai_grammar(ctx, ordered);
 
   std::vector<std::vector<int>> prompts;
   if (chat) {
     const bool offer_tools = !c.tools.is_null() && c.tool_choice != "none";
     const std::string text = chat_prompt_text(ctx, ordered, offer_tools ? c.tools : ordered_json());
-    if (offer_tools) {
+    if (offer_tools && c.tool_choice == "auto") {
       c.tool_format = !ctx.options.tool_call_parser.empty() ? ctx.options.tool_call_parser
                                                             : detect_tool_call_format(text);
       if (c.tool_format.empty())
@@ -291,27 +359,45 @@ CompletionRequest parse_completion_request(const ServerContext& ctx, const json&
                                     tool_call_formats()),
                         "tools");
     }
+    const bool forced = c.tool_choice == "required" || c.tool_choice == "function";
+    if (forced && offer_tools) {
+      if (grammar)
+        throw HttpError(400,
+                        "'tool_choice' forcing a call constrains the output itself; leave out "
+                        "response_format / regex / ebnf, or use tool_choice \"auto\"",
+                        "tool_choice");
+      grammar = compile_json_schema(ctx, forced_call_schema(c), "tool_choice");
+      c.tool_format.clear();  // the calls are read from the constrained JSON (openai_routes)
+    }
+    c.reasoning_format = ctx.options.reasoning_parser;
     prompts.push_back(encode_prompt(ctx, text, /*add_special_tokens=*/false, "messages"));
   } else {
     prompts = completion_prompts(ctx, body);
   }
+  // Formats whose markers are special tokens need them in the text (unless the client said).
+  const bool markers_special =
+      keeps_special_tokens(c.tool_format) || is_harmony_format(c.reasoning_format);
+  const bool skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(!markers_special);
   const int64_t limit = ctx.engine.scheduler().max_request_tokens();
   for (const auto& p : prompts) {
     c.prompt_tokens.push_back(static_cast<int>(p.size()));
-    for (int j = 0; j < c.n; ++j) {
+    for (int j = 0; j < c.best_of; ++j) {
       ServeRequest r;
       r.input_ids = p;
       r.sampling = controls;
       // Choice j of a seeded request is seeded seed + j: reproducible, and not n copies.
       r.sampling.seed = seed ? static_cast<uint64_t>(*seed) + j : fresh_seed();
       // Completions default to 16 tokens (OpenAI); chat runs to the end of the context.
-      const int64_t fallback =
-          chat ? std::max<int64_t>(1, limit - static_cast<int64_t>(p.size())) : 16;
+      const int64_t to_the_end = std::max<int64_t>(1, limit - static_cast<int64_t>(p.size()));
+      const int64_t fallback = std::min<int64_t>(
+          ctx.options.sampling_defaults.max_new_tokens.value_or(chat ? to_the_end : 16),
+          to_the_end);
       r.sampling.max_new_tokens =
           static_cast<int>(std::min<int64_t>(max_tokens.value_or(fallback), INT32_MAX));
       r.stop_strings = stops;
       r.skip_special_tokens = skip_special_tokens;
-      r.top_logprobs = top;
+      // Ranking candidates needs each drawn token's logprob.
+      r.top_logprobs = c.best_of > c.n ? std::max(top, 0) : top;
       r.grammar = grammar;
       c.choices.push_back(std::move(r));
     }

@@ -11,15 +11,21 @@ namespace strata {
 
 struct CompletionRequest {
   bool chat = false;
-  std::vector<ServeRequest> choices;  // prompt-major: choice k = prompt k / n, sample k % n
-  std::vector<int> prompt_tokens;     // per prompt
-  int n = 1;
+  // Prompt-major: candidate k = prompt k / best_of, sample k % best_of.
+  std::vector<ServeRequest> choices;
+  std::vector<int> prompt_tokens;  // per prompt
+  int n = 1;                       // choices answered per prompt
+  // Candidates run per prompt (completions' best_of, else n): the n with the highest mean
+  // token logprob are answered.
+  int best_of = 1;
   bool stream = false, include_usage = false;
   bool logprobs = false;
-  ordered_json tools;       // chat: the request's tools offered to the model (null: none)
-  std::string tool_choice;  // "auto" | "none" | "required" | "function" (named)
-  std::string tool_name;    // tool_choice naming a function: its name
-  std::string tool_format;  // tools offered: how calls are read (tool_calls.h)
+  ordered_json tools;               // chat: the request's tools offered to the model (null: none)
+  std::string tool_choice;          // "auto" | "none" | "required" | "function" (named)
+  std::string tool_name;            // tool_choice naming a function: its name
+  bool parallel_tool_calls = true;  // false: tool_choice "required" makes exactly one call
+  std::string tool_format;  // tools offered, tool_choice auto: how calls are read (tool_calls.h)
+  std::string reasoning_format;  // --reasoning-parser (chat): reasoning_content split off
 };
 
 // The prompt of chat `messages` in `body` (with add_generation_prompt, default true, and

@@ -4,9 +4,11 @@
 // (tool_calls.h). Each choice also carries its `token_ids`.
 #include <httplib.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "core/error.h"
+#include "server/answer_stream.h"
 #include "server/openai_request.h"
 #include "server/request_parsing.h"
 #include "server/serving.h"
@@ -65,13 +67,20 @@ json logprobs_json(const ServerContext& ctx, const std::vector<TokenLogprob>& lp
           {"text_offset", offsets}};
 }
 
+// A prompt counts once however many choices it has (OpenAI's and vLLM's usage), and so do its
+// cached tokens: the fewest any of its choices found cached (the choices after the first
+// usually find the prompt cached by the first: counting each would report more cached
+// tokens than prompt tokens). Every candidate's output counts, also those best_of dropped.
 json usage_json(const CompletionRequest& c, const std::vector<int>& completion,
                 const std::vector<int>& cached) {
   int64_t prompt = 0, generated = 0, hit = 0;
+  const size_t per_prompt = static_cast<size_t>(c.best_of);
   for (size_t k = 0; k < c.choices.size(); ++k) {
-    if (k % c.n == 0) prompt += c.prompt_tokens[k / c.n];
+    if (k % per_prompt == 0) {
+      prompt += c.prompt_tokens[k / per_prompt];
+      hit += *std::min_element(cached.begin() + k, cached.begin() + k + per_prompt);
+    }
     generated += completion[k];
-    hit += cached[k];
   }
   return {{"prompt_tokens", prompt},
           {"completion_tokens", generated},
@@ -89,8 +98,67 @@ struct Choice {
   json matched_stop;
   int completion_tokens = 0, cached_tokens = 0;
   bool role_sent = false;
-  std::shared_ptr<ToolCallStream> tools;  // tools offered: splits calls from the content
+  // A reasoning or tool-call parser at work: splits reasoning and calls from the content.
+  std::shared_ptr<AnswerStream> answer;
 };
+
+bool forced_call(const CompletionRequest& c) {
+  return c.chat && !c.tools.is_null() &&
+         (c.tool_choice == "required" || c.tool_choice == "function");
+}
+
+// A forced call's answer (tool_choice required or named), from the output the grammar
+// constrained: the named tool's arguments, or the list of {"name", "parameters"}. Output that
+// does not parse (cut off by max_tokens) stays content.
+AnswerStream::Parts forced_calls(const CompletionRequest& c, const std::string& text) {
+  AnswerStream::Parts out;
+  const ordered_json j = ordered_json::parse(text, nullptr, false);
+  if (c.tool_choice == "function" && j.is_object()) {
+    out.calls.push_back({random_id("call_"), c.tool_name, j.dump()});
+  } else if (c.tool_choice == "required" && j.is_array()) {
+    for (const auto& item : j)
+      if (item.is_object() && item.contains("name") && item["name"].is_string())
+        out.calls.push_back({random_id("call_"), item["name"].get<std::string>(),
+                             item.value("parameters", ordered_json::object()).dump()});
+  }
+  if (out.calls.empty()) out.content = text;
+  return out;
+}
+
+// A chat choice's message: content (null when only calls came), reasoning_content when a
+// reasoning parser is on, tool_calls when there are any.
+json chat_message(const CompletionRequest& c, const AnswerStream::Parts& a) {
+  json m = {{"role", "assistant"},
+            {"content", a.calls.empty() || !a.content.empty() ? json(a.content) : json()}};
+  if (!c.reasoning_format.empty())
+    m["reasoning_content"] = a.reasoning.empty() ? json() : json(a.reasoning);
+  if (!a.calls.empty()) m["tool_calls"] = tool_calls_json(a.calls, false);
+  return m;
+}
+
+// best_of: the candidates answered, per prompt the n with the highest mean token logprob
+// (OpenAI's "highest log probability per token"), in candidate order; all when best_of = n.
+std::vector<size_t> answered_choices(const CompletionRequest& c,
+                                     const std::vector<Choice>& choices) {
+  std::vector<size_t> out;
+  const size_t per_prompt = static_cast<size_t>(c.best_of);
+  for (size_t first = 0; first < choices.size(); first += per_prompt) {
+    std::vector<std::pair<double, size_t>> ranked;
+    for (size_t k = first; k < first + per_prompt; ++k) {
+      double sum = 0;
+      for (const auto& lp : choices[k].logprobs) sum += lp.logprob;
+      const size_t len = choices[k].logprobs.size();
+      ranked.emplace_back(len ? sum / static_cast<double>(len) : 0.0, k);
+    }
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<size_t> kept;
+    for (int j = 0; j < c.n; ++j) kept.push_back(ranked[j].second);
+    std::sort(kept.begin(), kept.end());
+    out.insert(out.end(), kept.begin(), kept.end());
+  }
+  return out;
+}
 
 // The finish reason OpenAI gives an answer that called tools.
 std::string finish_reason(const std::string& reason, bool called) {
@@ -124,8 +192,8 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
                               0,
                               false,
                               nullptr});
-    if (!c->tool_format.empty())
-      choices->back().tools = std::make_shared<ToolCallStream>(c->tool_format);
+    if (chat && (!c->tool_format.empty() || !c->reasoning_format.empty()))
+      choices->back().answer = std::make_shared<AnswerStream>(c->reasoning_format, c->tool_format);
   }
   auto header = [&ctx, id, created, object]() {
     return json{{"id", id},
@@ -171,16 +239,17 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     if (!whole) return client_gone(res);
     json reply = header();
     reply["choices"] = json::array();
-    for (size_t k = 0; k < choices->size(); ++k) {
-      Choice& ch = (*choices)[k];
+    const std::vector<size_t> answered = answered_choices(*c, *choices);
+    for (size_t index = 0; index < answered.size(); ++index) {
+      Choice& ch = (*choices)[answered[index]];
       json choice = {
-          {"index", k}, {"finish_reason", ch.finish_reason}, {"matched_stop", ch.matched_stop}};
-      if (chat && ch.tools) {
-        const ParsedAnswer a = parse_tool_calls(c->tool_format, ch.full_text);
-        choice["message"] = {
-            {"role", "assistant"},
-            {"content", a.calls.empty() || !a.content.empty() ? json(a.content) : json()}};
-        if (!a.calls.empty()) choice["message"]["tool_calls"] = tool_calls_json(a.calls, false);
+          {"index", index}, {"finish_reason", ch.finish_reason}, {"matched_stop", ch.matched_stop}};
+      if (chat && (ch.answer || forced_call(*c))) {
+        const AnswerStream::Parts a =
+            forced_call(*c)
+                ? forced_calls(*c, ch.full_text)
+                : AnswerStream::split(c->reasoning_format, c->tool_format, ch.full_text);
+        choice["message"] = chat_message(*c, a);
         choice["finish_reason"] = finish_reason(ch.finish_reason, !a.calls.empty());
       } else if (chat)
         choice["message"] = {{"role", "assistant"}, {"content", ch.full_text}};
@@ -219,19 +288,30 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
           std::string delta = absorb(k, o);
           json choice = {{"index", k}, {"token_ids", o.token_ids}};
           bool called = false;
-          if (ch.tools) {
-            delta = ch.tools->feed(delta);
-            if (o.finished) {
-              ParsedAnswer a = ch.tools->finish();
-              delta += a.content;
-              called = !a.calls.empty();
-              // The calls go out whole, every call in one delta (OpenAI's clients join
-              // deltas by index either way), after the content before them.
-              if (called) {
-                if (!delta.empty() && !send_delta({{"content", delta}})) return false;
-                delta.clear();
-                if (!send_delta({{"tool_calls", tool_calls_json(a.calls, true)}})) return false;
+          if (chat && (ch.answer || forced_call(*c))) {
+            // A forced call is read once the constrained output is whole.
+            AnswerStream::Parts a;
+            if (forced_call(*c)) {
+              if (o.finished) a = forced_calls(*c, ch.full_text);
+            } else {
+              a = ch.answer->feed(delta);
+              if (o.finished) {
+                AnswerStream::Parts rest = ch.answer->finish();
+                a.reasoning += rest.reasoning;
+                a.content += rest.content;
+                a.calls = std::move(rest.calls);
               }
+            }
+            delta = std::move(a.content);
+            if (!a.reasoning.empty() && !send_delta({{"reasoning_content", a.reasoning}}))
+              return false;
+            called = !a.calls.empty();
+            // The calls go out whole, every call in one delta (OpenAI's clients join
+            // deltas by index either way), after the content before them.
+            if (called) {
+              if (!delta.empty() && !send_delta({{"content", delta}})) return false;
+              delta.clear();
+              if (!send_delta({{"tool_calls", tool_calls_json(a.calls, true)}})) return false;
             }
           }
           if (chat)

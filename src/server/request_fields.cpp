@@ -151,19 +151,20 @@ std::vector<std::pair<int, float>> read_logit_bias(const json& obj) {
   return out;
 }
 
-SamplingParams read_sampling_controls(const json& obj, const std::string& min_tokens_key) {
+SamplingParams read_sampling_controls(const json& obj, const std::string& min_tokens_key,
+                                      const SamplingDefaults& defaults) {
   SamplingParams p;
   auto number = [&](const char* key, float fallback) {
     return static_cast<float>(get_number(obj, key).value_or(fallback));
   };
-  p.temperature = number("temperature", 1.0f);
-  p.top_p = number("top_p", 1.0f);
-  const int64_t top_k = get_integer(obj, "top_k").value_or(-1);  // SGLang's -1: off
+  p.temperature = number("temperature", defaults.temperature);
+  p.top_p = number("top_p", defaults.top_p);
+  const int64_t top_k = get_integer(obj, "top_k").value_or(defaults.top_k);  // SGLang's -1: off
   p.top_k = top_k < 0 ? 0 : static_cast<int>(std::min<int64_t>(top_k, INT32_MAX));
-  p.min_p = number("min_p", 0.0f);
+  p.min_p = number("min_p", defaults.min_p);
   p.presence_penalty = number("presence_penalty", 0.0f);
   p.frequency_penalty = number("frequency_penalty", 0.0f);
-  p.repetition_penalty = number("repetition_penalty", 1.0f);
+  p.repetition_penalty = number("repetition_penalty", defaults.repetition_penalty);
   const int64_t min_tokens = get_integer(obj, min_tokens_key).value_or(0);
   if (min_tokens < 0)
     throw HttpError(400, fmt::format("'{}' must be >= 0, got {}", min_tokens_key, min_tokens),

@@ -11,6 +11,7 @@
 
 #include "model/json_util.h"
 #include "runtime/sampler.h"
+#include "server/generation_defaults.h"
 
 namespace strata {
 
@@ -24,8 +25,10 @@ void check_fields(const json& obj, const std::set<std::string>& known, const std
 // frequency_penalty, repetition_penalty, logit_bias, stop_token_ids, ignore_eos, and the
 // minimum output length under `min_tokens_key` (OpenAI/vLLM: min_tokens; SGLang:
 // min_new_tokens). Types are checked here (400 naming the field), ranges by
-// SamplingParams::validate. The caller sets max_new_tokens and the seed.
-SamplingParams read_sampling_controls(const json& obj, const std::string& min_tokens_key);
+// SamplingParams::validate. Fields left out take `defaults` (generation_defaults.h). The
+// caller sets max_new_tokens and the seed.
+SamplingParams read_sampling_controls(const json& obj, const std::string& min_tokens_key,
+                                      const SamplingDefaults& defaults = {});
 
 // OpenAI's logit_bias: {"token id": bias, ...} (keys are strings in JSON).
 std::vector<std::pair<int, float>> read_logit_bias(const json& obj);

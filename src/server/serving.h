@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "server/engine.h"
+#include "server/generation_defaults.h"
 #include "server/metrics.h"
 #include "server/text_codec.h"
 
@@ -37,9 +38,11 @@ struct ServerOptions {
   std::string api_key;
   // --allowed-origins: CORS; "*" allows any origin; empty: no CORS headers.
   std::vector<std::string> allowed_origins;
-  bool log_requests = false;     // --log-requests: a line per request at info level
-  std::string tool_call_parser;  // --tool-call-parser (empty: from the chat template)
-  json server_args;              // the launch configuration, for GET /get_server_info
+  bool log_requests = false;           // --log-requests: a line per request at info level
+  std::string tool_call_parser;        // --tool-call-parser (empty: from the chat template)
+  std::string reasoning_parser;        // --reasoning-parser (empty: no reasoning_content)
+  json server_args;                    // the launch configuration, for GET /get_server_info
+  SamplingDefaults sampling_defaults;  // for the fields a request leaves out
 };
 
 // The request ids (SGLang's `rid`) of the requests in flight, for POST /abort_request. A

@@ -30,9 +30,14 @@ class CodecTextStream : public TextStream {
 
 }  // namespace
 
-std::unique_ptr<TokenizerCodec> TokenizerCodec::load(const std::string& dir) {
+std::unique_ptr<TokenizerCodec> TokenizerCodec::load(const std::string& dir,
+                                                     const std::string& chat_template) {
   std::unique_ptr<TokenizerCodec> codec(new TokenizerCodec(dir, tok::Tokenizer::load(dir)));
   codec->eos_token_id_ = tokenizer_eos_token_id(codec->tokenizer_, dir);
+  if (!chat_template.empty()) {
+    codec->chat_.emplace(tok::ChatTemplate::load(dir, chat_template));
+    return codec;
+  }
   try {
     codec->chat_.emplace(tok::ChatTemplate::load(dir));
   } catch (const Error& e) {

@@ -14,7 +14,9 @@ class TokenizerCodec : public TextCodec {
   // Loads `dir` (tokenizer.json, and tokenizer_config.json when present). Fails with Error
   // when the tokenizer cannot be loaded; a missing or unreadable chat template only makes
   // chat requests fail (chat_template_problem() says why).
-  static std::unique_ptr<TokenizerCodec> load(const std::string& dir);
+  // `chat_template`: --chat-template (ChatTemplate::load); a wrong one fails here.
+  static std::unique_ptr<TokenizerCodec> load(const std::string& dir,
+                                              const std::string& chat_template = "");
 
   std::vector<int> encode(const std::string& text, bool add_special_tokens) const override;
   std::string decode(const std::vector<int>& ids, bool skip_special_tokens) const override;

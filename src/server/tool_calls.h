@@ -3,8 +3,15 @@
 // SGLang's and vLLM's --tool-call-parser):
 //   hermes (= qwen25, qwen): <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, one
 //     block per call; the content is the text before the first block.
-//   llama3: the answer is the call(s): optionally <|python_tag|>, then {"name": ...,
-//     "parameters": {...}} objects separated by ';'.
+//   llama3 (= llama3_json, llama4): the answer is the call(s): optionally <|python_tag|>,
+//     then {"name": ..., "parameters": {...}} objects separated by ';'.
+//   deepseekv3 (= deepseek_v3, deepseekv31): <｜tool▁calls▁begin｜>, then per call
+//     <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>
+//     (V3.1: <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>).
+//   mistral: [TOOL_CALLS] then a JSON list of {"name", "arguments"}, or per call
+//     [TOOL_CALLS]NAME[ARGS]{...} (tokenizer v11+).
+//   gpt-oss (= openai, harmony): the harmony channels (harmony.h): a commentary message to
+//     functions.NAME is a call.
 // When the calls do not parse (invalid JSON, no name), the whole text is the content, as
 // vLLM does. A stream holds back text from where a call may begin, so that the content
 // streamed equals the content of the whole answer.
@@ -16,7 +23,11 @@
 namespace strata {
 
 bool tool_call_format_known(const std::string& name);
-std::string tool_call_formats();  // "hermes, qwen25, qwen, llama3" for messages
+std::string tool_call_formats();                  // "hermes, qwen25, ..." for messages
+bool is_harmony_format(const std::string& name);  // gpt-oss's channels
+// Formats whose markers are special tokens (Mistral's [TOOL_CALLS], gpt-oss's <|channel|>):
+// their answers are decoded with special tokens kept, or the markers would be dropped.
+bool keeps_special_tokens(const std::string& format);
 // The format a chat template asks for, from its prompt rendered with tools (it describes the
 // call syntax to the model); empty when it names none of the known ones.
 std::string detect_tool_call_format(const std::string& prompt_with_tools);

@@ -98,7 +98,7 @@ TEST(ToolCalls, TheFormatComesFromTheRenderedTemplateOrTheFlag) {
             "llama3");
   EXPECT_EQ(detect_tool_call_format("<|im_start|>user\nhi<|im_end|>"), "");
   EXPECT_TRUE(tool_call_format_known("qwen25"));
-  EXPECT_FALSE(tool_call_format_known("mistral"));
+  EXPECT_FALSE(tool_call_format_known("pythonic"));
   const json j = tool_calls_json({{"call_1", "f", "{}"}}, true);
   EXPECT_EQ(j[0]["index"], 0);
   EXPECT_EQ(j[0]["type"], "function");

@@ -30,7 +30,7 @@ std::optional<std::string> token_text(const json& v) {
 
 }  // namespace
 
-ChatTemplate ChatTemplate::load(const std::string& dir) {
+ChatTemplate ChatTemplate::load(const std::string& dir, const std::string& chosen) {
   namespace fs = std::filesystem;
   const fs::path config_path = fs::path(dir) / "tokenizer_config.json";
   json config = json::object();
@@ -43,6 +43,20 @@ ChatTemplate ChatTemplate::load(const std::string& dir) {
   }
   std::string source;
   const json& t = config.contains("chat_template") ? config["chat_template"] : json();
+  if (!chosen.empty()) {
+    if (fs::is_regular_file(chosen)) return ChatTemplate(read_text(chosen), config);
+    std::string names;
+    if (t.is_array())
+      for (const json& named : t) {
+        if (named.value("name", "") == chosen)
+          return ChatTemplate(named.value("template", ""), config);
+        names += (names.empty() ? "" : ", ") + named.value("name", "");
+      }
+    fail(
+        "--chat-template '{}' is neither a file nor a template named in {} ({}); give a "
+        ".jinja file or one of those names",
+        chosen, config_path.string(), names.empty() ? "it names none" : "names: " + names);
+  }
   if (t.is_string()) {
     source = t.get<std::string>();
   } else if (t.is_array()) {

@@ -13,7 +13,10 @@ namespace strata::tok {
 class ChatTemplate {
  public:
   // Reads tokenizer_config.json (and chat_template.jinja if present) from `dir`.
-  static ChatTemplate load(const std::string& dir);
+  // `chosen` (--chat-template, as vLLM's and SGLang's): a file holding a template, or the
+  // name of one of tokenizer_config.json's named templates (e.g. "tool_use"); empty: the
+  // directory's default.
+  static ChatTemplate load(const std::string& dir, const std::string& chosen = "");
   // `config` is the parsed tokenizer_config.json (for the special tokens).
   ChatTemplate(const std::string& source, const nlohmann::json& config);
 

@@ -67,7 +67,9 @@ using NodePtr = std::unique_ptr<Node>;
 using Body = std::vector<NodePtr>;
 
 struct Node {
-  enum class Kind { Text, Output, If, For, Set, SetBlock, Macro, Break, Continue };
+  // FilterBlock: `{% filter f(args) | g %}body{% endfilter %}`, expr the filter chain over
+  // the name kFilterBlockBody, bound to the rendered body.
+  enum class Kind { Text, Output, If, For, Set, SetBlock, FilterBlock, Macro, Break, Continue };
   Kind kind;
   size_t pos = 0;
   std::string text;                  // Text; Set: attribute of `targets[0]` for `set ns.attr`
@@ -78,6 +80,9 @@ struct Node {
   Body body, else_body;                            // For, SetBlock, Macro
   std::vector<std::pair<std::string, ExprPtr>> params;  // Macro parameters and defaults
 };
+
+// Not an identifier a template can write, so it cannot shadow or be shadowed.
+inline constexpr const char* kFilterBlockBody = "\x01filter body";
 
 Body parse_template(const std::string& source, const std::vector<Chunk>& chunks);
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <set>
 
 #include "core/error.h"
 
@@ -87,13 +88,37 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
     const bool boolean = arg_or(args, kwargs, 1, "boolean", Value(false)).truthy();
     return subject.is_undefined() || (boolean && !subject.truthy()) ? fallback : subject;
   }
-  if (subject.is_undefined() && name != "tojson" && name != "string" && name != "list")
+  // Jinja2's Undefined iterates as empty and has length 0, so the filters that iterate take
+  // it (`tools | selectattr(...)` with no tools); the others fail loudly.
+  static const std::set<std::string> kIterating = {"list",   "selectattr", "rejectattr", "select",
+                                                   "reject", "map",        "join",       "length",
+                                                   "count",  "unique",     "sort"};
+  if (subject.is_undefined() && name != "tojson" && name != "string" && !kIterating.count(name))
     fail("filter '{}' applied to an undefined value", name);
   if (name == "trim")
     return python_strip(subject.str(), arg_or(args, kwargs, 0, "chars", Value()), true, true);
   if (name == "tojson") {
-    const Value indent = arg_or(args, kwargs, 0, "indent", Value::none());
-    return subject.to_json(indent.is_none() ? -1 : static_cast<int>(indent.as_int()));
+    // transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
+    Value::JsonStyle style;
+    const Value ensure_ascii = arg_or(args, kwargs, 0, "ensure_ascii", Value(false));
+    const Value indent = arg_or(args, kwargs, 1, "indent", Value::none());
+    const Value separators = arg_or(args, kwargs, 2, "separators", Value::none());
+    const Value sort_keys = arg_or(args, kwargs, 3, "sort_keys", Value(false));
+    style.ensure_ascii = ensure_ascii.truthy();
+    if (!indent.is_none()) {
+      if (indent.kind() != Value::Kind::Int) fail("tojson: indent must be an integer");
+      style.indent = static_cast<int>(indent.as_int());
+      style.item_sep = ",";
+    }
+    if (!separators.is_none()) {
+      if (!separators.is_list() || separators.as_list().size() != 2 ||
+          !separators.as_list()[0].is_string() || !separators.as_list()[1].is_string())
+        fail("tojson: separators must be a pair of strings");
+      style.item_sep = separators.as_list()[0].as_string();
+      style.key_sep = separators.as_list()[1].as_string();
+    }
+    style.sort_keys = sort_keys.truthy();
+    return subject.to_json(style);
   }
   if (name == "string") return subject.str();
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
@@ -159,7 +184,8 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
   if (name == "items") {
     if (!subject.is_dict()) fail("items filter expects a dict, got {}", subject.type_name());
     List out;
-    for (const auto& [k, v] : subject.as_dict().items) out.emplace_back(List{Value(k), v});
+    for (const auto& [k, v] : subject.as_dict().items)
+      out.emplace_back(List{subject.as_dict().key(k), v});
     return out;
   }
   if (name == "dictsort") {

@@ -91,6 +91,15 @@ class Evaluator {
       case Node::Kind::Set:
         exec_set(node);
         return;
+      case Node::Kind::FilterBlock: {
+        std::string captured;
+        exec(node.body, captured);
+        auto& scope = scopes_.back();
+        scope[kFilterBlockBody] = Value(std::move(captured));
+        out += eval(*node.expr).str();
+        scope.erase(kFilterBlockBody);
+        return;
+      }
       case Node::Kind::SetBlock: {
         std::string captured;
         exec(node.body, captured);
@@ -247,7 +256,12 @@ class Evaluator {
         Dict d;
         for (size_t i = 0; i + 1 < e.children.size(); i += 2) {
           const Value key = eval(*e.children[i]);
-          if (!key.is_string()) fail("dict keys must be strings, got {}", key.type_name());
+          if (key.kind() == Value::Kind::Int) {  // Python's {1: ...} (tojson writes "1")
+            d.set_int(key.as_int(), eval(*e.children[i + 1]));
+            continue;
+          }
+          if (!key.is_string())
+            fail("dict keys must be strings or integers, got {}", key.type_name());
           d.set(key.as_string(), eval(*e.children[i + 1]));
         }
         return Value(std::move(d));

@@ -143,7 +143,7 @@ List iterate(const Value& v) {
       return {};
     case Value::Kind::Dict: {
       List keys;
-      for (const auto& [k, value] : v.as_dict().items) keys.emplace_back(k);
+      for (const auto& [k, value] : v.as_dict().items) keys.push_back(v.as_dict().key(k));
       return keys;
     }
     case Value::Kind::String: {
@@ -159,8 +159,9 @@ List iterate(const Value& v) {
 Value get_item(const Value& object, const Value& key) {
   switch (object.kind()) {
     case Value::Kind::Dict: {
-      if (!key.is_string()) return Value();
-      const Value* v = object.as_dict().find(key.as_string());
+      if (!key.is_string() && key.kind() != Value::Kind::Int) return Value();
+      const Value* v =
+          object.as_dict().find(key.is_string() ? key.as_string() : std::to_string(key.as_int()));
       return v ? *v : Value();
     }
     case Value::Kind::List:
@@ -314,14 +315,16 @@ bool call_method(const Value& object, const std::string& name, std::vector<Value
     List out;
     for (const auto& [k, v] : dict.items) {
       if (name == "items")
-        out.emplace_back(List{Value(k), v});
+        out.emplace_back(List{dict.key(k), v});
       else
-        out.push_back(name == "keys" ? Value(k) : v);
+        out.push_back(name == "keys" ? dict.key(k) : v);
     }
     result = std::move(out);
   } else if (name == "get") {
     const Value key = args.empty() ? Value() : args[0];
-    const Value* v = key.is_string() ? dict.find(key.as_string()) : nullptr;
+    const Value* v = key.is_string()                  ? dict.find(key.as_string())
+                     : key.kind() == Value::Kind::Int ? dict.find(std::to_string(key.as_int()))
+                                                      : nullptr;
     result = v ? *v : (args.size() > 1 ? args[1] : Value::none());
   } else if (name == "update") {
     if (!args.empty() && args[0].is_dict())

@@ -69,12 +69,13 @@ class Parser {
     if (k == "for") return parse_for(keyword.pos);
     if (k == "set") return parse_set(keyword.pos);
     if (k == "macro") return parse_macro(keyword.pos);
+    if (k == "filter") return parse_filter_block(keyword.pos);
     if (k == "break" || k == "continue") {
       expect_end();
       return make_node(k == "break" ? Node::Kind::Break : Node::Kind::Continue, keyword.pos);
     }
-    static const std::set<std::string> kBlockEnds = {"endif", "endfor", "else",
-                                                     "elif",  "endset", "endmacro"};
+    static const std::set<std::string> kBlockEnds = {"endif",  "endfor",   "else",     "elif",
+                                                     "endset", "endmacro", "endfilter"};
     if (kBlockEnds.count(k))
       error(keyword, "unexpected '{% " + k + " %}' with no open block it could close");
     error(keyword, "unsupported statement '{% " + k + " %}'");
@@ -147,6 +148,21 @@ class Parser {
       while (accept_op(",")) tuple->children.push_back(parse_expression());
       node->expr = std::move(tuple);
     }
+    expect_end();
+    return node;
+  }
+
+  NodePtr parse_filter_block(size_t pos) {
+    auto node = make_node(Node::Kind::FilterBlock, pos);
+    auto body = make_expr(Expr::Kind::Name, pos);
+    body->name = kFilterBlockBody;
+    node->expr = parse_call(std::move(body), Expr::Kind::Filter, expect_name("a filter name"));
+    while (accept_op("|"))
+      node->expr =
+          parse_call(std::move(node->expr), Expr::Kind::Filter, expect_name("a filter name"));
+    expect_end();
+    std::string which;
+    node->body = parse_body({"endfilter"}, which);
     expect_end();
     return node;
   }

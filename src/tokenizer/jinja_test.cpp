@@ -109,6 +109,39 @@ TEST(Jinja, WhitespaceControlLikeTransformers) {
   EXPECT_EQ(render("a\n{# comment #}\nb\n"), "a\nb");  // the final newline is dropped too
 }
 
+// Expected values are Python jinja2's in transformers' environment (its tojson:
+// json.dumps(ensure_ascii=False) with indent, separators and sort_keys).
+TEST(Jinja, FilterBlocksTojsonOptionsAndIntKeysLikePython) {
+  // Each case on its own: an unsupported construct fails that case, not the rest.
+  auto safe_render = [](const std::string& source,
+                        const nlohmann::json& vars = nlohmann::json::object()) {
+    try {
+      return render(source, vars);
+    } catch (const Error& e) {
+      return std::string("error: ") + e.what();
+    }
+  };
+  EXPECT_EQ(safe_render("{% filter upper %}abc {{ x }}{% endfilter %}", {{"x", "d"}}), "ABC D");
+  EXPECT_EQ(safe_render("{% filter trim %}  a  {% endfilter %}|"), "a|");
+  EXPECT_EQ(safe_render("{{ {'b': 1, 'a': [1, 2]} | tojson }}"), R"({"b": 1, "a": [1, 2]})");
+  EXPECT_EQ(safe_render("{{ {'b': 1, 'a': 2} | tojson(indent=2) }}"),
+            "{\n  \"b\": 1,\n  \"a\": 2\n}");
+  EXPECT_EQ(safe_render("{{ {'b': 1, 'a': 2} | tojson(separators=(',', ':')) }}"),
+            R"({"b":1,"a":2})");
+  EXPECT_EQ(safe_render("{{ {'b': 1, 'a': 2} | tojson(sort_keys=true) }}"), R"({"a": 2, "b": 1})");
+  EXPECT_EQ(safe_render("{% set d = {1: 'one', 2: 'two'} %}{{ d[1] }}{{ d | tojson }}"),
+            R"(one{"1": "one", "2": "two"})");
+  EXPECT_EQ(safe_render("{% for k, v in {3: 'c', 1: 'a'}.items() %}{{ k }}={{ v }};{% endfor %}"),
+            "3=c;1=a;");
+  EXPECT_EQ(
+      safe_render("{{ (x | selectattr('a') | list) | length }}", {{"x", {{{"a", 1}}, {{"a", 0}}}}}),
+      "1");
+  EXPECT_EQ(safe_render("{{ undefined_thing | selectattr('a') | list | length }}"), "0");
+  EXPECT_EQ(safe_render(
+                "{{ '\u00e9' | tojson }}{{ 1.5 | tojson }}{{ none | tojson }}{{ true | tojson }}"),
+            "\"\u00e9\"1.5nulltrue");
+}
+
 TEST(Jinja, ErrorsNameTheConstructAndPosition) {
   EXPECT_NE(error_of("ok\n{% include 'x' %}")
                 .find("unsupported statement '{% include %}' at line 2, column 4"),

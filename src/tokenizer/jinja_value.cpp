@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,18 @@ const Value* Dict::find(const std::string& key) const {
   for (const auto& [k, v] : items)
     if (k == key) return &v;
   return nullptr;
+}
+
+void Dict::set_int(int64_t key, Value value) {
+  const std::string k = std::to_string(key);
+  if (std::find(int_keys.begin(), int_keys.end(), k) == int_keys.end()) int_keys.push_back(k);
+  set(k, std::move(value));
+}
+
+Value Dict::key(const std::string& k) const {
+  if (!int_keys.empty() && std::find(int_keys.begin(), int_keys.end(), k) != int_keys.end())
+    return Value(static_cast<int64_t>(std::stoll(k)));
+  return Value(k);
 }
 
 void Dict::set(const std::string& key, Value value) {
@@ -168,6 +181,10 @@ std::string python_quote(const std::string& s) {
 std::string json_quote(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
+// ensure_ascii=True: non-ASCII as \uXXXX (surrogate pairs beyond the BMP), as Python writes.
+std::string json_quote_ascii(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+}
 
 }  // namespace
 
@@ -204,7 +221,7 @@ std::string Value::repr() const {
     case Kind::Dict: {
       std::string out = "{";
       for (size_t i = 0; i < dict_->items.size(); ++i)
-        out += (i ? ", " : "") + python_quote(dict_->items[i].first) + ": " +
+        out += (i ? ", " : "") + dict_->key(dict_->items[i].first).repr() + ": " +
                dict_->items[i].second.repr();
       return out + "}";
     }
@@ -215,9 +232,20 @@ std::string Value::repr() const {
 }
 
 std::string Value::to_json(int indent, int depth) const {
+  JsonStyle style;
+  style.indent = indent;
+  if (indent >= 0) style.item_sep = ",";
+  return to_json(style, depth);
+}
+
+std::string Value::to_json(const JsonStyle& style, int depth) const {
+  const int indent = style.indent;
   const std::string nl = indent >= 0 ? "\n" + std::string((depth + 1) * indent, ' ') : "";
   const std::string close = indent >= 0 ? "\n" + std::string(depth * indent, ' ') : "";
-  const std::string item_sep = indent >= 0 ? "," : ", ";
+  const std::string& item_sep = style.item_sep;
+  auto quote = [&](const std::string& s) {
+    return style.ensure_ascii ? json_quote_ascii(s) : json_quote(s);
+  };
   switch (kind_) {
     case Kind::Undefined:
       fail("tojson: cannot serialize an undefined value");
@@ -232,20 +260,26 @@ std::string Value::to_json(int indent, int depth) const {
       if (std::isinf(d_)) return d_ > 0 ? "Infinity" : "-Infinity";
       return float_repr(d_);
     case Kind::String:
-      return json_quote(*s_);
+      return quote(*s_);
     case Kind::List: {
       if (list_->empty()) return "[]";
       std::string out = "[";
       for (size_t i = 0; i < list_->size(); ++i)
-        out += (i ? item_sep : "") + nl + (*list_)[i].to_json(indent, depth + 1);
+        out += (i ? item_sep : "") + nl + (*list_)[i].to_json(style, depth + 1);
       return out + close + "]";
     }
     case Kind::Dict: {
       if (dict_->items.empty()) return "{}";
+      std::vector<size_t> order(dict_->items.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      if (style.sort_keys)
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+          return dict_->items[a].first < dict_->items[b].first;
+        });
       std::string out = "{";
-      for (size_t i = 0; i < dict_->items.size(); ++i)
-        out += (i ? item_sep : "") + nl + json_quote(dict_->items[i].first) + ": " +
-               dict_->items[i].second.to_json(indent, depth + 1);
+      for (size_t i = 0; i < order.size(); ++i)
+        out += (i ? item_sep : "") + nl + quote(dict_->items[order[i]].first) + style.key_sep +
+               dict_->items[order[i]].second.to_json(style, depth + 1);
       return out + close + "}";
     }
     case Kind::Function:

@@ -16,12 +16,17 @@ namespace strata::jinja {
 
 class Value;
 using List = std::vector<Value>;
-// Insertion-ordered string-keyed map: templates see few keys, so lookup is linear.
+// Insertion-ordered string-keyed map: templates see few keys, so lookup is linear. Integer
+// keys (Python's {1: ...}, rare in templates) are kept as their decimal text and marked, so
+// that keys() and items() give them back as ints; d[1] and d['1'] are then the same entry.
 struct Dict {
   std::vector<std::pair<std::string, Value>> items;
-  bool is_namespace = false;  // made by namespace(): attributes may be assigned
+  std::vector<std::string> int_keys;  // the keys of `items` that are integers
+  bool is_namespace = false;          // made by namespace(): attributes may be assigned
   const Value* find(const std::string& key) const;
   void set(const std::string& key, Value value);
+  void set_int(int64_t key, Value value);
+  Value key(const std::string& k) const;  // the key as the template wrote it (str or int)
 };
 struct Kwargs;
 using Function = std::function<Value(std::vector<Value>& args, Kwargs& kwargs)>;
@@ -68,8 +73,16 @@ class Value {
   std::string str() const;
   // Python's repr() (strings quoted), used inside str() of lists and dicts.
   std::string repr() const;
-  // json.dumps(ensure_ascii=False) with optional indent, as transformers' tojson filter.
+  // json.dumps as transformers' tojson filter calls it: ensure_ascii=False unless asked,
+  // indent, separators (item, key; Python's defaults: ", " and ": ", "," with an indent),
+  // sort_keys.
+  struct JsonStyle {
+    int indent = -1;  // -1: none
+    std::string item_sep = ", ", key_sep = ": ";
+    bool sort_keys = false, ensure_ascii = false;
+  };
   std::string to_json(int indent = -1, int depth = 0) const;
+  std::string to_json(const JsonStyle& style, int depth = 0) const;
   // Python's type name, for error messages.
   std::string type_name() const;
 

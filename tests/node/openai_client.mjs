@@ -140,9 +140,48 @@ const tooledStream = await client.chat.completions.create({ ...greedy, messages,
 let tooledText = '';
 for await (const chunk of tooledStream) for (const choice of chunk.choices) tooledText += choice.delta.content ?? '';
 check('streamed tools', () => assert.equal(tooledText, expected.chat));
+// Forced calls (tool_choice named or required) are constrained by the grammar engine, so
+// even the random tiny model answers a valid call: whole, and streamed as delta.tool_calls
+// that the client's stream helper assembles.
+const unitTool = {
+  type: 'function',
+  function: { name: 'set_unit', parameters: { type: 'object', properties: { unit: { enum: ['c', 'f'] } }, required: ['unit'] } },
+};
+const forcedBody = {
+  model: expected.model, messages, tools: [tools[0], unitTool], max_tokens: 64, temperature: 0.8, seed: 3,
+  tool_choice: { type: 'function', function: { name: 'set_unit' } },
+};
+const named = await client.chat.completions.create(forcedBody);
+check('named tool call', () => {
+  const calls = named.choices[0].message.tool_calls;
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].type, 'function');
+  assert.equal(calls[0].function.name, 'set_unit');
+  assert.ok(['c', 'f'].includes(JSON.parse(calls[0].function.arguments).unit), calls[0].function.arguments);
+  assert.equal(named.choices[0].finish_reason, 'tool_calls');
+});
+const namedStream = client.chat.completions.stream({ ...forcedBody, stream: true });
+const assembled = await namedStream.finalChatCompletion();
+check('streamed named tool call', () => {
+  const calls = assembled.choices[0].message.tool_calls;
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].function.name, 'set_unit');
+  assert.ok(['c', 'f'].includes(JSON.parse(calls[0].function.arguments).unit));
+  assert.equal(assembled.choices[0].finish_reason, 'tool_calls');
+});
+// parallel_tool_calls false: exactly one call (else the random model may list calls until
+// max_tokens).
+const required = await client.chat.completions.create({
+  ...forcedBody, tools: [unitTool], tool_choice: 'required', parallel_tool_calls: false,
+});
+check('required tool call', () => {
+  const calls = required.choices[0].message.tool_calls;
+  assert.equal(calls?.length, 1, JSON.stringify(required.choices[0]));
+  for (const c of calls) assert.equal(c.function.name, 'set_unit');
+});
 await assert.rejects(
-  client.chat.completions.create({ ...greedy, messages, tools, tool_choice: 'required' }),
-  (e) => e instanceof OpenAI.BadRequestError && /constrained decoding/.test(e.message),
+  client.chat.completions.create({ ...forcedBody, tool_choice: { type: 'function', function: { name: 'nope' } } }),
+  (e) => e instanceof OpenAI.BadRequestError && /does not offer/.test(e.message),
 );
 ++checks;
 
