@@ -39,6 +39,36 @@ std::vector<Seq> read_seqs(const Tensor& seqs, int64_t tokens, int64_t slots) {
   return out;
 }
 
+// A request's recurrent state as f32 for a scan: in place when stored so, else a copy of the
+// bf16 values that store() rounds back.
+class F32State {
+ public:
+  F32State(Tensor& states, int64_t numel)
+      : states_(states), numel_(numel), f32_(states.dtype() == DType::F32) {
+    if (!f32_) scratch_.resize(static_cast<size_t>(numel));
+  }
+  // The state of q's slot: zeros for a request that does not resume, else its stored values.
+  float* load(const Seq& q) {
+    float* s = f32_ ? states_.ptr<float>() + q.slot * numel_ : scratch_.data();
+    if (!q.resumes)
+      std::fill_n(s, numel_, 0.0f);
+    else if (!f32_)
+      convert_to_f32(DType::BF16, states_.ptr<uint16_t>() + q.slot * numel_, s, numel_);
+    return s;
+  }
+  void store(const Seq& q) {
+    if (f32_) return;
+    uint16_t* stored = states_.ptr<uint16_t>() + q.slot * numel_;
+    for (int64_t i = 0; i < numel_; ++i) stored[i] = f32_to_bf16(scratch_[i]);
+  }
+
+ private:
+  Tensor& states_;
+  int64_t numel_;
+  bool f32_;
+  std::vector<float> scratch_;
+};
+
 }  // namespace
 
 void causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, bool silu,
@@ -86,16 +116,10 @@ void ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, const Ten
       dt_act[t * H + h] = std::clamp(
           cpu::softplus(dt.ptr<float>()[t * dt.row_stride() + h] + p.dt_bias.ptr<float>()[h]),
           p.dt_min, p.dt_max);
-  std::vector<float> scratch(static_cast<size_t>(state_numel));
+  F32State state(states, state_numel);
   for (const Seq& q : read_seqs(seqs, T, states.rows())) {
     if (q.len == 0) continue;
-    // The state in f32: in place when stored so, else a rounded copy written back after.
-    const bool f32 = states.dtype() == DType::F32;
-    float* S = f32 ? states.ptr<float>() + q.slot * state_numel : scratch.data();
-    if (!q.resumes)
-      std::fill_n(S, state_numel, 0.0f);
-    else if (!f32)
-      convert_to_f32(DType::BF16, states.ptr<uint16_t>() + q.slot * state_numel, S, state_numel);
+    float* S = state.load(q);
     cpu::SsmScanArgs a;
     a.num_heads = H;
     a.head_dim = P;
@@ -114,10 +138,7 @@ void ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, const Ten
       cpu::ssm_scan_sequential(a, S, yq);
     else
       cpu::ssm_scan_chunked(a, p.chunk_size, S, yq);
-    if (!f32) {
-      uint16_t* stored = states.ptr<uint16_t>() + q.slot * state_numel;
-      for (int64_t i = 0; i < state_numel; ++i) stored[i] = f32_to_bf16(S[i]);
-    }
+    state.store(q);
   }
 }
 
@@ -144,15 +165,10 @@ void gated_delta_rule(const Tensor& qkv, const Tensor& b, const Tensor& a, const
       g[t * HV + h] = p.A.ptr<float>()[h] * cpu::softplus(a.ptr<float>()[t * a.row_stride() + h] +
                                                           p.dt_bias.ptr<float>()[h]);
     }
-  std::vector<float> scratch(static_cast<size_t>(state_numel));
+  F32State state(states, state_numel);
   for (const Seq& q : read_seqs(seqs, T, states.rows())) {
     if (q.len == 0) continue;
-    const bool f32 = states.dtype() == DType::F32;
-    float* S = f32 ? states.ptr<float>() + q.slot * state_numel : scratch.data();
-    if (!q.resumes)
-      std::fill_n(S, state_numel, 0.0f);
-    else if (!f32)
-      convert_to_f32(DType::BF16, states.ptr<uint16_t>() + q.slot * state_numel, S, state_numel);
+    float* S = state.load(q);
     cpu::DeltaRuleArgs d;
     d.num_k_heads = HK;
     d.num_v_heads = HV;
@@ -170,10 +186,7 @@ void gated_delta_rule(const Tensor& qkv, const Tensor& b, const Tensor& a, const
       cpu::delta_rule_sequential(d, S, yq);
     else
       cpu::delta_rule_chunked(d, p.chunk_size, S, yq);
-    if (!f32) {
-      uint16_t* stored = states.ptr<uint16_t>() + q.slot * state_numel;
-      for (int64_t i = 0; i < state_numel; ++i) stored[i] = f32_to_bf16(S[i]);
-    }
+    state.store(q);
   }
 }
 
