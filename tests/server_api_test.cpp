@@ -260,26 +260,30 @@ TEST(ServerApi, TokenizeDetokenizeModelsAndServerInfo) {
 }
 
 TEST(ServerApi, AbortRequestEndsTheNamedRequest) {
-  Harness h;
+  RunnerOptions ro = test::harness_runner_options(4096, 16);
+  ro.max_context_len = 1024;
+  Harness h("llama", ro, SchedulerOptions{});
+  // As long as the context allows (1024 positions), so that it cannot finish before the abort
+  // sent on its first event arrives, however the machine is loaded.
   json body = {
       {"input_ids", {4, 5, 6}},
       {"rid", "long-one"},
       {"stream", true},
-      {"sampling_params", {{"max_new_tokens", 200}, {"temperature", 0}, {"ignore_eos", true}}}};
+      {"sampling_params", {{"max_new_tokens", 1000}, {"temperature", 0}, {"ignore_eos", true}}}};
   std::vector<json> events;
   bool done = false;
-  std::thread client([&] { events = h.stream("/generate", body, &done); });
-  // Abort as soon as it runs (bounded wait), then its stream ends with "abort".
-  int aborted = 0;
-  for (int i = 0; i < 200 && aborted == 0; ++i) {
-    std::this_thread::sleep_for(10ms);
-    aborted = h.post("/abort_request", json{{"rid", "long-one"}}).second["aborted"].get<int>();
-  }
+  int aborted = -1;
+  std::thread client([&] {
+    events = h.stream("/generate", body, &done, [&](const json&) {
+      if (aborted < 0)
+        aborted = h.post("/abort_request", json{{"rid", "long-one"}}).second["aborted"].get<int>();
+    });
+  });
   client.join();
   EXPECT_EQ(aborted, 1);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back()["meta_info"]["finish_reason"]["type"], "abort");
-  EXPECT_LT(events.back()["output_ids"].size(), 200u);
+  EXPECT_LT(events.back()["output_ids"].size(), 1000u);
   EXPECT_EQ(h.post("/abort_request", json{{"rid", "long-one"}}).second["aborted"], 0);
   EXPECT_EQ(h.post("/abort_request", json::object()).first, 400);
   h.expect_pools_empty();

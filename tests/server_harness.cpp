@@ -89,7 +89,8 @@ std::pair<int, json> Harness::post(const std::string& path, const std::string& b
   return {res->status, json::parse(res->body, nullptr, false)};
 }
 
-std::vector<json> Harness::stream(const std::string& path, const json& body, bool* done) const {
+std::vector<json> Harness::stream(const std::string& path, const json& body, bool* done,
+                                  const std::function<void(const json&)>& on_event) const {
   std::vector<json> events;
   std::string buffer;
   *done = false;
@@ -106,8 +107,10 @@ std::vector<json> Harness::stream(const std::string& path, const json& body, boo
       EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
       if (event == "data: [DONE]")
         *done = true;
-      else
+      else {
         events.push_back(json::parse(event.substr(6)));
+        if (on_event) on_event(events.back());
+      }
     }
     return true;
   };

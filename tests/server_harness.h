@@ -4,6 +4,7 @@
 // child process.
 #include <httplib.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -50,7 +51,9 @@ class Harness {
     return post(path, body.dump());
   }
   // A streamed POST: the JSON payload of every `data:` event, and whether [DONE] came last.
-  std::vector<json> stream(const std::string& path, const json& body, bool* done) const;
+  // `on_event`, when given, sees each event as it arrives (on the receiving thread).
+  std::vector<json> stream(const std::string& path, const json& body, bool* done,
+                           const std::function<void(const json&)>& on_event = {}) const;
   double metric(const std::string& name) const;
   // Waits (bounded) until nothing runs or waits; then only the prefix cache holds KV slots and
   // recurrent-state slots, and after POST /flush_cache nothing does.
