@@ -282,17 +282,24 @@ int64_t RadixCache::evict(int64_t pages) {
   return freed;
 }
 
-int RadixCache::evict_states(int count, const Node* keep) {
-  if (!states_) return 0;
+std::vector<RadixCache::Node*> RadixCache::oldest_first(
+    const std::function<bool(const Node&)>& wanted) {
   std::vector<Node*> nodes, stack{root_.get()};
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
-    if (n->state_slot >= 0 && n != keep) nodes.push_back(n);
+    if (wanted(*n)) nodes.push_back(n);
     for (auto& [key, child] : n->children) stack.push_back(child.get());
   }
   std::sort(nodes.begin(), nodes.end(),
             [](const Node* a, const Node* b) { return a->last_access < b->last_access; });
+  return nodes;
+}
+
+int RadixCache::evict_states(int count, const Node* keep) {
+  if (!states_) return 0;
+  const std::vector<Node*> nodes =
+      oldest_first([keep](const Node& n) { return n.state_slot >= 0 && &n != keep; });
   // Nodes later in the list keep their snapshots, so removing a leaf (which takes only
   // ancestors without one) never deletes a node the loop has yet to visit.
   int freed = 0;
@@ -311,17 +318,10 @@ int RadixCache::evict_states(int count, const Node* keep) {
 
 int64_t RadixCache::evict_window(int64_t pages) {
   if (!window_allocator_ || pages <= 0) return 0;
-  std::vector<Node*> nodes, stack{root_.get()};
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    if (std::any_of(n->window_slots.begin(), n->window_slots.end(),
-                    [](int32_t s) { return s != 0; }))
-      nodes.push_back(n);
-    for (auto& [key, child] : n->children) stack.push_back(child.get());
-  }
-  std::sort(nodes.begin(), nodes.end(),
-            [](const Node* a, const Node* b) { return a->last_access < b->last_access; });
+  const std::vector<Node*> nodes = oldest_first([](const Node& n) {
+    return std::any_of(n.window_slots.begin(), n.window_slots.end(),
+                       [](int32_t s) { return s != 0; });
+  });
   int64_t freed = 0;
   for (Node* n : nodes) {
     if (freed >= pages) break;

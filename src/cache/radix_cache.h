@@ -26,6 +26,7 @@
 // is cut back to the deepest page boundary whose window is whole. Window pages are evicted
 // least-recently-used first, on their own (evict_window), keeping the nodes' full KV.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -109,6 +110,8 @@ class RadixCache {
   // `node` does not hold yet.
   void adopt_window(Node* node, const int32_t* window_slots, int from, int to);
   void free_window(Node* node);
+  // The nodes `wanted` picks, least recently used first.
+  std::vector<Node*> oldest_first(const std::function<bool(const Node&)>& wanted);
   // The deepest prefix length of the matched path (nodes with their end positions) that can
   // resume: a snapshot node's end for hybrids, with the window whole at that length.
   int usable_length(const std::vector<std::pair<Node*, int>>& path,

@@ -215,21 +215,18 @@ void CudaAttentionBackend::upload() {
   STRATA_CUDA_CHECK(cudaMemcpyAsync(meta_.data(), staging_, staged_count_ * sizeof(int32_t),
                                     cudaMemcpyHostToDevice, stream_));
   const int32_t* m = meta_.as<int32_t>();
-  if (mode_ == ForwardMode::Extend && max_shared_ > 0)
-    cuda::scatter_req_to_token(m + off_req_, m + off_zero_, m + off_shared_offsets_,
-                               m + off_shared_, batch_size_, max_shared_,
-                               req_to_token_.as<int32_t>(), max_context_len_, stream_);
-  cuda::scatter_req_to_token(m + off_req_, m + off_prefix_, m + off_offsets_, m + off_loc_,
-                             batch_size_, max_extend_, req_to_token_.as<int32_t>(),
-                             max_context_len_, stream_);
-  if (!host_window_table_) return;
-  if (mode_ == ForwardMode::Extend && max_shared_ > 0)
-    cuda::scatter_req_to_token(m + off_req_, m + off_zero_, m + off_shared_offsets_,
-                               m + off_window_shared_, batch_size_, max_shared_,
-                               window_table_.as<int32_t>(), max_context_len_, stream_);
-  cuda::scatter_req_to_token(m + off_req_, m + off_prefix_, m + off_offsets_, m + off_window_loc_,
-                             batch_size_, max_extend_, window_table_.as<int32_t>(),
-                             max_context_len_, stream_);
+  // A device table gets the shared prefixes of extend passes, then the new tokens' slots.
+  const auto mirror = [&](cuda::DeviceBuffer& table, int64_t off_shared, int64_t off_loc) {
+    if (mode_ == ForwardMode::Extend && max_shared_ > 0)
+      cuda::scatter_req_to_token(m + off_req_, m + off_zero_, m + off_shared_offsets_,
+                                 m + off_shared, batch_size_, max_shared_, table.as<int32_t>(),
+                                 max_context_len_, stream_);
+    cuda::scatter_req_to_token(m + off_req_, m + off_prefix_, m + off_offsets_, m + off_loc,
+                               batch_size_, max_extend_, table.as<int32_t>(), max_context_len_,
+                               stream_);
+  };
+  mirror(req_to_token_, off_shared_, off_loc_);
+  if (host_window_table_) mirror(window_table_, off_window_shared_, off_window_loc_);
 }
 
 void CudaAttentionBackend::forward(const AttentionCall& call, const Tensor& q, const Tensor& k,
