@@ -14,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "server/engine.h"
@@ -319,6 +320,34 @@ TEST(ServerHardening, TheListenBacklogHoldsABurstOfAsManyConnectionsAsThreads) {
   std::ifstream("/proc/sys/net/core/somaxconn") >> somaxconn;
   ASSERT_GT(somaxconn, 0);
   EXPECT_EQ(backlog, std::min(2000L, somaxconn));
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// A stop that comes before serve() reaches httplib's accept loop is not lost (httplib's own
+// stop() acts only on a running loop): serve() then returns at once, and the shutdown of a
+// server whose serving thread started late cannot hang.
+TEST(ServerHardening, AStopBeforeServeStartsIsNotLost) {
+  const ModelConfig config = ModelConfig::load(test::fixture_dir("llama"));
+  ModelRunner runner(config, test::harness_runner_options(256, 2));
+  Scheduler scheduler(runner, SchedulerOptions{});
+  ServerMetrics metrics;
+  Engine engine(scheduler, metrics);
+  ServerOptions so;
+  so.port = 0;
+  so.served_model_name = "llama";
+  HttpServer http(ServerContext{engine, metrics, nullptr, so});
+  http.bind();
+  engine.start();
+  http.stop();
+  auto served = std::async(std::launch::async, [&] { http.serve(); });
+  const bool returned = served.wait_for(10s) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "serve() ran on after stop()";
+  if (!returned) http.stop();  // now that it runs, so that the test ends
+  served.wait();
+  engine.shutdown();
 }
 
 }  // namespace strata

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
+#include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -113,10 +115,25 @@ int HttpServer::bind() {
 }
 
 void HttpServer::serve() {
+  {
+    std::lock_guard<std::mutex> lock(serve_mu_);
+    if (stopping_) return;
+    serving_ = true;
+  }
   server_->listen_after_bind();
+  serve_returned_ = true;
 }
 
 void HttpServer::stop() {
+  {
+    std::lock_guard<std::mutex> lock(serve_mu_);
+    stopping_ = true;
+    if (!serving_) return;  // serve() has not begun: it will return at once
+  }
+  // serve() is in listen_after_bind or about to enter its accept loop: wait for the loop (or
+  // for serve() to have ended), so that the stop is not lost.
+  while (server_ && !server_->is_running() && !serve_returned_)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (server_) server_->stop();
 }
 

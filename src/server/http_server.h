@@ -5,7 +5,9 @@
 // vLLM's POST /tokenize, POST /detokenize; GET /health, GET /health_generate, GET /metrics
 // (Prometheus), POST /flush_cache. Before them: CORS and --api-key.
 // Errors are OpenAI-style JSON bodies with 4xx codes.
+#include <atomic>
 #include <memory>
+#include <mutex>
 
 #include "server/serving.h"
 
@@ -23,7 +25,8 @@ class HttpServer {
   static void check_can_listen(const std::string& host, int port);
   // Binds host:port (port 0: any free port); returns the port, fails with Error.
   int bind();
-  // Serves until stop(); returns when every connection has finished.
+  // Serves until stop(); returns when every connection has finished (at once when stop()
+  // came first). stop() may be called from any thread, before or while serve() runs.
   void serve();
   void stop();
 
@@ -33,6 +36,11 @@ class HttpServer {
   ServerContext ctx_;
   std::unique_ptr<httplib::Server> server_;
   int listen_fd_ = -1;
+  // httplib's stop() acts only on a server already in its accept loop: a stop() between
+  // serve()'s start and the loop's would be lost and serve() would never return.
+  std::mutex serve_mu_;
+  bool stopping_ = false, serving_ = false;
+  std::atomic<bool> serve_returned_{false};
 };
 
 }  // namespace strata
