@@ -27,7 +27,7 @@ TEST(CliLog, CheckpointLoadConfigurationAndMemoryPlanAtInfo) {
   // The checkpoint's size is known, so the end says it all arrived.
   expect_has(err, "INFO loaded weights (layers [0, 4) of 4): 100% of ");
   expect_has(err, " tensors on the device, ");
-  expect_has(err, "GiB/s");
+  expect_has(err, "B/s");  // the rate, in whatever unit fits
   expect_has(err,
              "configuration: model " + fixture_dir("llama") + ", LlamaForCausalLM, device cpu");
   expect_has(err,

@@ -125,6 +125,25 @@ int RunnerOptions::resolved_max_context_len(const ModelConfig& config) const {
                                               : 32768;
 }
 
+WindowSpace RunnerOptions::window_space(const std::map<int, KVLayerLayout>& layouts,
+                                        int max_context_len, int64_t full_slots) const {
+  int window = 0;
+  for (const auto& [_, l] : layouts) window = std::max(window, l.sliding_window);
+  window = std::min(window, max_context_len);
+  if (!hybrid_swa_memory || window == 0 || max_pass_tokens <= 0 ||
+      check_capability("kv_window_space", "window", device))
+    return {};
+  // Between passes a running request holds the window slots from the window of the page
+  // boundary before its last one (TokenMemory::trim_window: under window + 4 pages with the
+  // rounding); during a pass, its new tokens too (at most max_pass_tokens over the pass, plus
+  // a page each). The prefix cache's window pages are evicted before a request goes short,
+  // so the space never runs out.
+  const int64_t r = max_running_requests, p = page_size;
+  const int64_t slots = r * (window + 5 * p) + max_pass_tokens;
+  if (slots >= full_slots) return {};
+  return WindowSpace{window, slots};
+}
+
 ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options)
     : config_(config), options_(options), stage_(options.stage.value_or(StagePlan::whole(config))) {
   options.validate(config);
@@ -184,9 +203,17 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
   const auto layouts = model_->kv_layouts();
   const int64_t natural_slots = std::min<int64_t>(
       int64_t{options.max_running_requests} * max_context_len_, kDefaultMaxTotalTokens);
-  const int64_t slots = device_->plan_kv_slots(layouts, options.max_total_tokens, natural_slots);
+  // With a window space, the sliding layers' rows are sized first and the full layers take
+  // what the budget leaves; a window space no smaller than the full one is dropped.
+  WindowSpace window = options.window_space(layouts, max_context_len_, natural_slots);
+  int64_t slots =
+      device_->plan_kv_slots(layouts, options.max_total_tokens, natural_slots, window.num_slots);
+  if (window.num_slots > 0 && window.num_slots >= slots) {
+    window = {};
+    slots = device_->plan_kv_slots(layouts, options.max_total_tokens, natural_slots, 0);
+  }
   memory_ = std::make_unique<TokenMemory>(options.max_running_requests, max_context_len_, slots,
-                                          options.page_size);
+                                          options.page_size, window);
   device_->attach(layouts, *memory_);
   mamba_strategy_ = options.resolved_mamba_strategy();
 }
@@ -205,21 +232,36 @@ std::vector<std::string> ModelRunner::startup_report(int pp_size) const {
       dtype_name(device_->ops().weight_dtype()), kv_dtype, options_.page_size, max_context_len_,
       options_.max_running_requests, pp_size, stage_.start_layer, stage_.end_layer,
       config_.num_layers));
-  // The KV pool's bytes, grouped by layer layout (full attention, sliding, MLA latent, ...).
-  const int64_t slots = memory_->allocator().num_slots();
-  std::map<std::string, std::pair<int, size_t>> kinds;  // layout -> (layers, bytes per token)
+  // The KV pool's bytes, grouped by layer layout (full attention, sliding, MLA latent, ...);
+  // with a window space the sliding layers' rows are its slots, not the full space's.
+  const bool windowed = memory_->has_window_space();
+  const auto window_layers =
+      windowed ? KVPool::in_space(layouts, /*window=*/true) : std::map<int, KVLayerLayout>();
+  struct Kind {
+    int layers = 0;
+    size_t bytes_per_token = 0;
+    int64_t slots = 0;
+  };
+  std::map<std::string, Kind> kinds;
   for (const auto& [layer, l] : layouts) {
-    auto& k = kinds[l.describe()];
-    ++k.first;
-    k.second += l.bytes_per_slot();
+    const bool in_window = window_layers.count(layer) > 0;
+    Kind& k = kinds[l.describe() + (in_window ? " in the window space" : "")];
+    ++k.layers;
+    k.bytes_per_token += l.bytes_per_slot();
+    k.slots =
+        in_window ? memory_->window_allocator().num_slots() : memory_->allocator().num_slots();
   }
   std::string kv;
   size_t kv_bytes = 0;
   for (const auto& [what, k] : kinds) {
-    kv += fmt::format("; {} layers of {}: {} B/token, {}", k.first, what, k.second,
-                      human_bytes(static_cast<double>(k.second) * slots));
-    kv_bytes += k.second * static_cast<size_t>(slots);
+    const size_t bytes = k.bytes_per_token * static_cast<size_t>(k.slots);
+    kv += fmt::format("; {} layers of {}: {} B/token, {}", k.layers, what, k.bytes_per_token,
+                      human_bytes(static_cast<double>(bytes)));
+    kv_bytes += bytes;
   }
+  if (windowed)
+    kv += fmt::format("; window space of {} slots for the sliding layers' last {} positions",
+                      memory_->window_allocator().num_slots(), memory_->window());
   const std::string states =
       state_pool_
           ? fmt::format(
@@ -246,9 +288,14 @@ std::vector<std::string> ModelRunner::startup_report(int pp_size) const {
 }
 
 std::string ModelRunner::describe() const {
-  return fmt::format("{}: layers [{}, {}) of {}, {:.2f} GiB of weights, {} KV slots",
+  const std::string window =
+      memory_->has_window_space()
+          ? fmt::format(" (+ {} window slots for the sliding layers' last {} positions)",
+                        memory_->window_allocator().num_slots(), memory_->window())
+          : "";
+  return fmt::format("{}: layers [{}, {}) of {}, {:.2f} GiB of weights, {} KV slots{}",
                      device_->describe(), stage_.start_layer, stage_.end_layer, config_.num_layers,
-                     weight_bytes_ / double(1 << 30), memory_->allocator().num_slots());
+                     weight_bytes_ / double(1 << 30), memory_->allocator().num_slots(), window);
 }
 
 PassOutput ModelRunner::run_pass(const ForwardBatch& batch, const PassKind& kind) {
