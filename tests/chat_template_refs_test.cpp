@@ -6,11 +6,14 @@
 // strata must fail too.
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
 #include "core/error.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer_fixtures.h"
 
@@ -29,6 +32,19 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+// conversations.json's "now" ("2026-03-14T09:26:53", local time, as the script's fixed clock).
+std::tm fixed_time(const std::string& iso) {
+  std::tm t{};
+  std::istringstream in(iso);
+  in >> std::get_time(&t, "%Y-%m-%dT%H:%M:%S");
+  EXPECT_FALSE(in.fail()) << "conversations.json: 'now' is not YYYY-MM-DDTHH:MM:SS: " << iso;
+  std::tm normalized = t;
+  timegm(&normalized);  // fills the weekday and the day of the year (%A, %j)
+  t.tm_wday = normalized.tm_wday;
+  t.tm_yday = normalized.tm_yday;
+  return t;
+}
+
 tok::ChatTemplate load(const std::string& name, const json& specials) {
   if (name.size() > 6 && name.substr(name.size() - 6) == ".jinja")
     return tok::ChatTemplate(read_file(kDir + "/" + name), specials);
@@ -43,13 +59,17 @@ TEST(ChatTemplateRefs, EveryTemplateRendersAsTheReference) {
   // Ordered: the messages and tools reach the templates with their keys as written.
   const ordered_json spec = ordered_json::parse(read_file(kDir + "/conversations.json"));
   std::cout << "references made with " << refs["engine"].get<std::string>() << "\n";
-  ASSERT_GE(refs["templates"].size(), 8u);
+  // llama.cpp's models/templates/ (README.md names the commit), the two older ones vendored
+  // before, and the three fixtures'.
+  ASSERT_GE(refs["templates"].size(), 70u);
+  const std::tm now = fixed_time(spec["now"].get<std::string>());
   int compared = 0;
   for (const auto& [name, t] : refs["templates"].items()) {
     const json specials = spec["special_tokens"].contains(name)
                               ? json::parse(spec["special_tokens"][name].dump())
                               : json::object();
-    const tok::ChatTemplate chat = load(name, specials);
+    tok::ChatTemplate chat = load(name, specials);
+    chat.fix_clock(now);
     for (const auto& c : t["cases"]) {
       const ordered_json* conv = nullptr;
       for (const auto& s : spec["cases"])
@@ -75,7 +95,35 @@ TEST(ChatTemplateRefs, EveryTemplateRendersAsTheReference) {
       ++compared;
     }
   }
-  EXPECT_GE(compared, 40);
+  EXPECT_GE(compared, 490);
+}
+
+// conversations.json's tool_call_formats (the README table's column): the parser that reads
+// each template's calls, and whether strata picks it from the prompt the template renders with
+// the tools (without --tool-call-parser); every other template's prompt names no format.
+TEST(ChatTemplateRefs, TheToolCallFormatIsDetectedFromTheRenderedTools) {
+  const json refs = json::parse(read_file(kDir + "/references.json"));
+  const json spec = json::parse(read_file(kDir + "/conversations.json"));
+  const json& formats = spec["tool_call_formats"];
+  int detected = 0;
+  for (const auto& [name, t] : refs["templates"].items()) {
+    for (const auto& c : t["cases"]) {
+      if (c["name"] != "tools_offered" || !c.contains("text")) continue;
+      const std::string found = detect_tool_call_format(c["text"].get<std::string>());
+      const bool listed = formats.contains(name);
+      if (listed) {
+        EXPECT_TRUE(tool_call_format_known(formats[name]["parser"])) << name;
+      }
+      if (listed && formats[name]["detected"].get<bool>()) {
+        EXPECT_EQ(found, formats[name]["parser"].get<std::string>()) << name;
+        ++detected;
+      } else {
+        EXPECT_EQ(found, "") << name << ": its prompt names a format; list it in "
+                             << "conversations.json's tool_call_formats";
+      }
+    }
+  }
+  EXPECT_GE(detected, 19);
 }
 
 }  // namespace

@@ -8,7 +8,9 @@ Inputs (all in the repository, nothing downloaded):
   - the chat templates of the tokenizer fixtures (tokenizer_config.json inside
     tests/data/tokenizers.tar.xz: qwen3, llama3, deepseek_v3);
   - tests/data/chat_templates/conversations.json: the conversations (with and without tools),
-    the tools, and each template's special tokens.
+    the tools, each template's special tokens, and `now`: the clock strftime_now() reads (both
+    engines here and strata's test fix it, so that templates printing today's date render the
+    same on any day).
 Output: one JSON file, {"engine", "templates": {name: {"cases": [{"name", "text"} |
 {"name", "error"}]}}}.
 
@@ -52,9 +54,23 @@ def templates():
     return out
 
 
-def transformers_renderer():
+def transformers_renderer(fixed):
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
+    from transformers.utils import chat_template_utils
+
+    # transformers' strftime_now() calls `datetime.now()` of its module: give it the fixed clock.
+    base = chat_template_utils.datetime
+    if not (isinstance(base, type) and issubclass(base, datetime.datetime)):
+        sys.exit("transformers.utils.chat_template_utils.datetime is not datetime.datetime: "
+                 "update how this script fixes strftime_now's clock")
+
+    class FixedClock(base):
+        @classmethod
+        def now(cls, tz=None):
+            return fixed
+
+    chat_template_utils.datetime = FixedClock
 
     def render(source, specials, messages, tools, add_generation_prompt, kwargs):
         tok = PreTrainedTokenizerFast(
@@ -66,8 +82,10 @@ def transformers_renderer():
     return render, f"transformers {transformers.__version__}"
 
 
-def jinja2_renderer():
+def jinja2_renderer(now):
     import jinja2
+    import jinja2.ext
+    import jinja2.nodes
     from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -79,10 +97,23 @@ def jinja2_renderer():
         raise jinja2.exceptions.TemplateError(message)
 
     def strftime_now(fmt):
-        return datetime.datetime.now().strftime(fmt)
+        return now.strftime(fmt)
+
+    class GenerationTag(jinja2.ext.Extension):
+        """transformers' AssistantTracker: {% generation %}...{% endgeneration %} renders its body
+        (it marks the assistant's tokens only when apply_chat_template is asked for that mask)."""
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
+
+        def _render(self, caller):
+            return caller()
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[loopcontrols])
+                                        extensions=[GenerationTag, loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -99,9 +130,11 @@ def main():
     parser.add_argument("--out", default=os.path.join(DATA, "references.json"))
     parser.add_argument("--engine", choices=["transformers", "jinja2"], default="transformers")
     args = parser.parse_args()
-    render, engine = transformers_renderer() if args.engine == "transformers" else jinja2_renderer()
     with open(os.path.join(DATA, "conversations.json"), encoding="utf-8") as f:
         spec = json.load(f)
+    now = datetime.datetime.fromisoformat(spec["now"])
+    make = transformers_renderer if args.engine == "transformers" else jinja2_renderer
+    render, engine = make(now)
     result = {"engine": engine, "templates": {}}
     for name, source in templates().items():
         cases = []

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "dist/partition.h"
 
 namespace strata::cli {
@@ -56,9 +57,12 @@ void ModelFlags::add_to(CLI::App& app) {
   app.add_option("--mamba-track-interval", mamba_track_interval,
                  "extra_buffer: prompt tokens between state snapshots (a multiple of "
                  "--page-size)");
+  app.add_option("--log-level", log_level, "debug | info | warning | error");
 }
 
 RunnerOptions ModelFlags::runner_options(const ModelConfig* config) const {
+  if (!log::set_level(log_level))
+    fail("--log-level must be one of debug, info, warning, error; got '{}'", log_level);
   if (page_size < 1) fail("--page-size must be at least 1, got {}", page_size);
   if (config && config->max_position_embeddings > 0 &&
       context_length > config->max_position_embeddings)
@@ -75,6 +79,7 @@ RunnerOptions ModelFlags::runner_options(const ModelConfig* config) const {
   o.cuda_graph = !disable_cuda_graph;
   o.gpu_id = base_gpu_id;
   o.threads = threads;
+  o.report_load = true;
   o.max_context_len = context_length;
   o.max_total_tokens = max_total_tokens;
   o.load_format = parse_load_format(load_format);

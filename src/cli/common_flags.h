@@ -28,6 +28,9 @@ struct ModelFlags {
   std::string mamba_ssm_dtype = "float32";
   std::string mamba_radix_cache_strategy = "auto";
   int mamba_track_interval = 256;
+  // The log on stderr (core/log.h): the load progress, the startup configuration and memory
+  // plan at info; serve's request and batch lines too.
+  std::string log_level = "info";
 
   // Set by add_to: whether --pp-size was given (0 and negative sizes are then errors).
   const CLI::Option* pp_size_option = nullptr;

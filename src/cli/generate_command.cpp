@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/common_flags.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "dist/launch.h"
 #include "dist/partition.h"
 #include "dist/pipeline_job.h"
@@ -201,6 +202,7 @@ int run(const GenerateFlags& f) {
   if (!pipeline.layers_per_stage.empty())
     partition_layers(config.num_layers, 1, pipeline.layers_per_stage);
   ModelRunner runner(config, options);
+  for (const std::string& line : runner.startup_report(1)) log::info("{}", line);
   GenerateStats stats;
   const auto outputs = generate(runner, requests, gen, &stats);
   report(0, true, outputs, stats);

@@ -42,7 +42,6 @@ struct ServeFlags {
   int http_threads = 256;
   std::string api_key;
   std::vector<std::string> allowed_origins;
-  std::string log_level = "info";
   bool log_requests = false;
   bool enable_metrics = false;     // accepted: /metrics is always served
   bool trust_remote_code = false;  // accepted: strata runs no code from model directories
@@ -97,9 +96,9 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
     problems.push_back(
         "--mamba-radix-cache-strategy extra_buffer keeps state checkpoints for the prefix cache, "
         "which --disable-radix-cache turns off: drop one of the two flags");
-  if (!log::set_level(f.log_level))
+  if (!log::set_level(f.model.log_level))
     problems.push_back(fmt::format(
-        "--log-level must be one of debug, info, warning, error; got '{}'", f.log_level));
+        "--log-level must be one of debug, info, warning, error; got '{}'", f.model.log_level));
   if (!f.tool_call_parser.empty() && !tool_call_format_known(f.tool_call_parser))
     problems.push_back(
         fmt::format("--tool-call-parser '{}' is not one strata parses; use one of {}",
@@ -273,7 +272,7 @@ int run(const ServeFlags& f) {
                     {"disable_hybrid_swa_memory", f.disable_hybrid_swa_memory},
                     {"schedule_conservativeness", f.schedule_conservativeness},
                     {"random_seed", f.model.seed},
-                    {"log_level", f.log_level},
+                    {"log_level", f.model.log_level},
                     {"log_requests", f.log_requests},
                     {"api_key_set", !f.api_key.empty()},
                     {"allowed_origins", so.allowed_origins},
@@ -297,16 +296,9 @@ int run(const ServeFlags& f) {
             f.model.load_format == "dummy" ? ", dummy weights" : "");
   const auto load_start = std::chrono::steady_clock::now();
   ModelRunner runner(config, options);
-  log::info(
-      "weights loaded in {:.1f} s; KV cache of {} tokens ({} pages of {}), context length {}, "
-      "at most {} running requests",
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count(),
-      runner.memory().allocator().usable_pages() * runner.memory().allocator().page_size(),
-      runner.memory().allocator().usable_pages(), runner.memory().allocator().page_size(),
-      runner.max_context_len(), f.max_running_requests);
-  if (runner.memory().has_window_space())
-    log::info("sliding-window layers keep their last {} positions in a window space of {} slots",
-              runner.memory().window(), runner.memory().window_allocator().num_slots());
+  log::info("ready in {:.1f} s",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+  for (const std::string& line : runner.startup_report(1)) log::info("{}", line);
   Scheduler scheduler(runner, sched);
   if (codec) scheduler.set_detokenizer([&codec](bool skip) { return codec->stream(skip); });
   // Beyond the running and queued requests allowed, clients get a 503 with Retry-After.
@@ -388,7 +380,6 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--allowed-origins", flags->allowed_origins,
                   "CORS: origins browsers may call from ('*': any; vLLM's JSON list too); "
                   "default: none");
-  cmd->add_option("--log-level", flags->log_level, "debug | info | warning | error");
   cmd->add_flag("--log-requests", flags->log_requests,
                 "log every request (method, path, status, body) at info level");
   cmd->add_flag("--enable-metrics", flags->enable_metrics,

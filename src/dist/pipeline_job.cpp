@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "dist/gpu_assignment.h"
 #include "dist/mpi_transport.h"
 #include "dist/partition.h"
@@ -77,6 +78,8 @@ void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
 #endif
     }
     runner = std::make_unique<ModelRunner>(config, options);
+    for (const std::string& line : runner->startup_report(setup.pp_size))
+      log::info("stage {}: {}", rank, line);
 #ifdef STRATA_WITH_NCCL
     if (device_transport) {
       static_cast<NcclTransport&>(*device_transport)

@@ -26,7 +26,7 @@ Tensor ParamLoader::matrix(const std::vector<std::string>& prefixes, int64_t in,
       ops_.fill_dummy(part, dummy_stream(seed_, prefixes[i] + ".weight"), kDummyStddev);
       row += outs[i];
     }
-    bytes_ += out.bytes();
+    placed(out.numel(), out.bytes());
     return out;
   }
   for (size_t i = 0; i < prefixes.size(); ++i) {
@@ -41,7 +41,7 @@ Tensor ParamLoader::matrix(const std::string& name, int64_t rows, int64_t cols) 
   if (dummy_) {
     Tensor out = ops_.allocate({rows, cols}, ops_.weight_dtype());
     ops_.fill_dummy(out, dummy_stream(seed_, name), kDummyStddev);
-    bytes_ += out.bytes();
+    placed(out.numel(), out.bytes());
     return out;
   }
   return upload_matrix(source_.load(name, {rows, cols}));
@@ -51,7 +51,7 @@ Tensor ParamLoader::matrix_f32(const std::string& name, int64_t rows, int64_t co
   if (dummy_) {
     Tensor out = ops_.allocate({rows, cols}, DType::F32);
     ops_.fill_dummy(out, dummy_stream(seed_, name), kDummyStddev);
-    bytes_ += out.bytes();
+    placed(out.numel(), out.bytes());
     return out;
   }
   return upload(source_.load(name, {rows, cols}), DType::F32);

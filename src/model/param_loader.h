@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/load_progress.h"
 #include "model/weights.h"
 #include "ops/ops.h"
 
@@ -51,19 +52,27 @@ class ParamLoader {
   }
   // A host tensor made at load time, put on the device (in `dtype`).
   Tensor upload(const Tensor& host, DType dtype) {
-    bytes_ += static_cast<size_t>(host.numel()) * dtype_size(dtype);
+    placed(host.numel(), static_cast<size_t>(host.numel()) * dtype_size(dtype));
     return ops_.upload(host, dtype);
   }
   Tensor upload_matrix(const Tensor& host) { return upload(host, ops_.weight_dtype()); }
   // Bytes of parameters put on the device so far.
   size_t bytes() const { return bytes_; }
+  // Told of every tensor put on the device (the load's progress report).
+  void set_progress(LoadProgress* progress) { progress_ = progress; }
 
  private:
+  void placed(int64_t elements, size_t bytes) {
+    bytes_ += bytes;
+    if (progress_) progress_->add(elements, bytes);
+  }
+
   WeightSource& source_;
   Ops& ops_;
   bool dummy_;
   uint64_t seed_;
   size_t bytes_ = 0;
+  LoadProgress* progress_ = nullptr;
 };
 
 }  // namespace strata

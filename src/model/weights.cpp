@@ -151,4 +151,10 @@ std::vector<std::string> CheckpointWeights::unused() const {
   return out;
 }
 
+int64_t CheckpointWeights::total_elements() const {
+  int64_t total = 0;
+  for (const auto& [name, entry] : index_) total += entry.first->numel();
+  return total;
+}
+
 }  // namespace strata

@@ -27,6 +27,9 @@ class WeightSource {
   virtual const TensorInfo* info(const std::string& name) const = 0;
   // Names of tensors present but never asked for (reported once loading finishes).
   virtual std::vector<std::string> unused() const = 0;
+  // The parameters the source holds, for a load's progress; 0 when unknown (dummy weights are
+  // made as the model asks for them).
+  virtual int64_t total_elements() const { return 0; }
 };
 
 std::unique_ptr<WeightSource> open_weights(const std::string& model_dir, LoadFormat format,
@@ -53,6 +56,7 @@ class CheckpointWeights : public WeightSource {
   Tensor load(const std::string& name, const std::vector<int64_t>& expected_shape) override;
   const TensorInfo* info(const std::string& name) const override;
   std::vector<std::string> unused() const override;
+  int64_t total_elements() const override;
 
  private:
   std::string model_dir_;

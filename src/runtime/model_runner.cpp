@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -163,7 +164,13 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
   weights_ = open_weights(config.model_dir, options.load_format, options.seed);
   ParamLoader loader(*weights_, device_->ops(), options.load_format == LoadFormat::Dummy,
                      options.seed);
+  // A pipeline stage loads a part of the checkpoint: its progress has no whole to count to.
+  LoadProgress progress(fmt::format("weights (layers [{}, {}) of {})", stage_.start_layer,
+                                    stage_.end_layer, config.num_layers),
+                        stage_.is_first && stage_.is_last ? weights_->total_elements() : 0);
+  if (options.report_load) loader.set_progress(&progress);
   model_ = build_model(config, loader, stage_);
+  if (options.report_load) progress.finish();
   weight_bytes_ = loader.bytes();
   if (stage_.is_first && stage_.is_last) {
     const auto unused = weights_->unused();
@@ -212,6 +219,73 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
 }
 
 ModelRunner::~ModelRunner() = default;
+
+std::vector<std::string> ModelRunner::startup_report(int pp_size) const {
+  const auto layouts = model_->kv_layouts();
+  const std::string kv_dtype = layouts.empty() ? "-" : dtype_name(layouts.begin()->second.dtype);
+  std::vector<std::string> lines;
+  lines.push_back(fmt::format(
+      "configuration: model {}, {}, device {} ({}), weights {}, KV cache {}, page size {}, "
+      "context length {}, max running requests {}, pp {} (this stage: layers [{}, {}) of {}), "
+      "tp 1",
+      config_.model_dir, config_.architecture, options_.device, device_->describe(),
+      dtype_name(device_->ops().weight_dtype()), kv_dtype, options_.page_size, max_context_len_,
+      options_.max_running_requests, pp_size, stage_.start_layer, stage_.end_layer,
+      config_.num_layers));
+  // The KV pool's bytes, grouped by layer layout (full attention, sliding, MLA latent, ...);
+  // with a window space the sliding layers' rows are its slots, not the full space's.
+  const bool windowed = memory_->has_window_space();
+  const auto window_layers =
+      windowed ? KVPool::in_space(layouts, /*window=*/true) : std::map<int, KVLayerLayout>();
+  struct Kind {
+    int layers = 0;
+    size_t bytes_per_token = 0;
+    int64_t slots = 0;
+  };
+  std::map<std::string, Kind> kinds;
+  for (const auto& [layer, l] : layouts) {
+    const bool in_window = window_layers.count(layer) > 0;
+    Kind& k = kinds[l.describe() + (in_window ? " in the window space" : "")];
+    ++k.layers;
+    k.bytes_per_token += l.bytes_per_slot();
+    k.slots =
+        in_window ? memory_->window_allocator().num_slots() : memory_->allocator().num_slots();
+  }
+  std::string kv;
+  size_t kv_bytes = 0;
+  for (const auto& [what, k] : kinds) {
+    const size_t bytes = k.bytes_per_token * static_cast<size_t>(k.slots);
+    kv += fmt::format("; {} layers of {}: {} B/token, {}", k.layers, what, k.bytes_per_token,
+                      human_bytes(static_cast<double>(bytes)));
+    kv_bytes += bytes;
+  }
+  if (windowed)
+    kv += fmt::format("; window space of {} slots for the sliding layers' last {} positions",
+                      memory_->window_allocator().num_slots(), memory_->window());
+  const std::string states =
+      state_pool_
+          ? fmt::format(
+                ", state pool {} slots ({} layers, ssm {}) {}", state_pool_->num_slots(),
+                model_->state_layouts().size(), dtype_name(state_pool_->ssm_dtype()),
+                human_bytes(static_cast<double>(StatePool::bytes_for(
+                    model_->state_layouts(), state_pool_->num_slots(), state_pool_->ssm_dtype()))))
+          : "";
+  // What is left: under --mem-fraction-static on a GPU, the host's available memory on the CPU.
+  const double budget = device_->cache_budget_bytes();
+  const double host_free =
+      static_cast<double>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  const std::string left = budget >= 0
+                               ? fmt::format("{} left under --mem-fraction-static {}",
+                                             human_bytes(budget), options_.mem_fraction_static)
+                               : fmt::format("host memory available {}", human_bytes(host_free));
+  lines.push_back(
+      fmt::format("memory plan: weights {}; KV pool {} tokens ({} pages of {}) {}{}{}; {}",
+                  human_bytes(static_cast<double>(weight_bytes_)),
+                  memory_->allocator().usable_pages() * memory_->allocator().page_size(),
+                  memory_->allocator().usable_pages(), memory_->allocator().page_size(),
+                  human_bytes(static_cast<double>(kv_bytes)), kv, states, left));
+  return lines;
+}
 
 std::string ModelRunner::describe() const {
   const std::string window =

@@ -31,6 +31,7 @@ struct RunnerOptions {
   double device_wait_timeout_s = 0;
   int max_running_requests = 16;
   int max_context_len = 0;       // 0: the model's max_position_embeddings (or 32768)
+  bool report_load = false;      // the weights' load progress at --log-level info (the CLI)
   int64_t max_total_tokens = 0;  // KV slots; 0: max_running_requests * max_context_len, capped
   LoadFormat load_format = LoadFormat::Auto;
   uint64_t seed = 0;
@@ -126,6 +127,11 @@ class ModelRunner {
   const std::string& mamba_radix_cache_strategy() const { return mamba_strategy_; }
   AttentionBackend* attention() { return device_->attention(); }
   int max_context_len() const { return max_context_len_; }
+  // The startup lines `serve` and `generate` log at info: the configuration (model,
+  // architecture, device, dtypes, page size, context length, max running requests, the
+  // pipeline stage of `pp_size`) and the memory plan (weights, KV pool tokens and bytes per
+  // layer layout, state-pool slots and bytes, the memory left).
+  std::vector<std::string> startup_report(int pp_size) const;
 
  private:
   // Queues one pass; sampled: drawn ids instead of logits. Nothing is copied back here.

@@ -94,6 +94,13 @@ TEST(AnswerStream, MistralListAndPerCallForms) {
   EXPECT_EQ(b.calls[1].name, "get_time");
   EXPECT_EQ(b.calls[1].arguments, "{}");
   expect_stream_equals_whole("", "mistral", kMistralV11);
+  // Mistral Small 3.2's template writes the call's id too: NAME[CALL_ID]ID[ARGS]{...}.
+  const auto c = AnswerStream::split(
+      "", "mistral", "[TOOL_CALLS]get_time[CALL_ID]abc123xyz[ARGS]{\"tz\": \"CET\"}");
+  ASSERT_EQ(c.calls.size(), 1u);
+  EXPECT_EQ(c.calls[0].name, "get_time");
+  EXPECT_EQ(c.calls[0].id, "abc123xyz");
+  EXPECT_EQ(c.calls[0].arguments, R"({"tz":"CET"})");
   // Broken JSON: the whole text is content (vLLM's behaviour).
   const std::string broken = "[TOOL_CALLS] [{\"name\": \"x\", \"arguments\": {";
   EXPECT_EQ(AnswerStream::split("", "mistral", broken).content, broken);

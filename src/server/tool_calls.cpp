@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+#include <cstring>
 #include <optional>
 
 #include "server/harmony.h"
@@ -23,6 +25,7 @@ constexpr const char* kDsSep = "<\uff5ctool\u2581sep\uff5c>";
 // special tokens).
 constexpr const char* kMistralCalls = "[TOOL_CALLS]";
 constexpr const char* kMistralArgs = "[ARGS]";
+constexpr const char* kMistralCallId = "[CALL_ID]";  // Mistral Small 3.2: NAME[CALL_ID]ID[ARGS]
 
 // Arguments keep the order the model wrote them in (as Python's json.dumps does).
 using ojson = nlohmann::ordered_json;
@@ -178,6 +181,10 @@ ParsedAnswer parse_mistral(const std::string& text) {
     ToolCall c;
     c.id = random_id("call_");
     c.name = trim(one.substr(0, args));
+    if (const size_t id = c.name.find(kMistralCallId); id != std::string::npos) {
+      c.id = trim(c.name.substr(id + std::string(kMistralCallId).size()));
+      c.name = trim(c.name.substr(0, id));
+    }
     const std::string rest = trim(one.substr(args + std::string(kMistralArgs).size()));
     const size_t end = rest.empty() || rest[0] != '{' ? std::string::npos : object_end(rest, 0);
     const ojson a =
@@ -244,12 +251,30 @@ bool keeps_special_tokens(const std::string& format) {
   return format == "mistral" || is_harmony_format(format);
 }
 
+namespace {
+
+// Hermes/Qwen's prompts show a call as `<tool_call>` then a JSON object ({"name": ...}); other
+// families write `<tool_call>` around XML (Qwen3-Coder's <function=...>, GLM's <arg_key>,
+// MiniMax's <invoke>), which the hermes parser does not read.
+bool shows_hermes_json_call(const std::string& prompt) {
+  for (size_t at = prompt.find(kCallOpen); at != std::string::npos;
+       at = prompt.find(kCallOpen, at + 1)) {
+    size_t i = at + std::strlen(kCallOpen);
+    while (i < prompt.size() && std::isspace(static_cast<unsigned char>(prompt[i]))) ++i;
+    if (prompt.compare(i, 2, "{\"") == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string detect_tool_call_format(const std::string& prompt) {
-  if (prompt.find(kCallOpen) != std::string::npos) return "hermes";
+  if (shows_hermes_json_call(prompt)) return "hermes";
   if (prompt.find(kDsCallsBegin) != std::string::npos || prompt.find(kDsSep) != std::string::npos)
     return "deepseekv3";
-  // gpt-oss's harmony prompt: a developer message declaring `namespace functions`.
-  if (prompt.find("<|channel|>") != std::string::npos &&
+  // gpt-oss's harmony prompt: a developer message declaring `namespace functions` (the prompt
+  // ends with `<|start|>assistant`, before any <|channel|>).
+  if (prompt.find("<|start|>") != std::string::npos &&
       prompt.find("namespace functions") != std::string::npos)
     return "gpt-oss";
   if (prompt.find("[AVAILABLE_TOOLS]") != std::string::npos) return "mistral";

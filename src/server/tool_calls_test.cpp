@@ -91,8 +91,13 @@ TEST(ToolCalls, AStreamSendsTheSameContentAndCalls) {
 TEST(ToolCalls, TheFormatComesFromTheRenderedTemplateOrTheFlag) {
   EXPECT_EQ(detect_tool_call_format("...For each function call, return a json object with "
                                     "function name and arguments within <tool_call></tool_call> "
-                                    "XML tags:..."),
+                                    "XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+                                    "\"arguments\": <args-json-object>}\n</tool_call>"),
             "hermes");
+  // <tool_call> around XML (Qwen3-Coder's, GLM's): not the hermes parser's JSON.
+  EXPECT_EQ(detect_tool_call_format("<tool_call>\n<function=example_function_name>\n"
+                                    "<parameter=example_parameter_1>\nvalue_1\n</parameter>"),
+            "");
   EXPECT_EQ(detect_tool_call_format("<|start_header_id|>system<|end_header_id|>\n\nEnvironment: "
                                     "ipython\n..."),
             "llama3");

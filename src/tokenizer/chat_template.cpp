@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "tokenizer/jinja_builtins.h"
 
 namespace strata::tok {
 
@@ -104,6 +105,8 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
   vars.set("documents", jinja::Value::none());
   for (auto it = extra.begin(); it != extra.end(); ++it)
     vars.set(it.key(), jinja::Value::from_json(it.value()));
+  if (fixed_clock_)  // variables shadow the global of the same name
+    vars.set("strftime_now", jinja::strftime_now_function([t = *fixed_clock_] { return t; }));
   return template_.render(vars);
 }
 

@@ -3,7 +3,9 @@
 // or chat_template.jinja), rendered the way transformers' apply_chat_template does: variables
 // `messages`, `add_generation_prompt`, `tools` and `documents` (None unless given), and the
 // special tokens (bos_token, eos_token, ...) as strings.
+#include <ctime>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "tokenizer/jinja.h"
@@ -26,9 +28,15 @@ class ChatTemplate {
   std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
+  // strftime_now() reads this time instead of the clock, so that a template printing today's
+  // date renders the same on any day (the reference renderings of tools/make_template_refs.py
+  // fix the clock the same way).
+  void fix_clock(const std::tm& local_time) { fixed_clock_ = local_time; }
+
  private:
   jinja::Template template_;
   jinja::Dict special_tokens_;
+  std::optional<std::tm> fixed_clock_;
 };
 
 }  // namespace strata::tok

@@ -6,9 +6,12 @@
 // Supported: {{ }}, {# #}, whitespace control (- and +); {% if/elif/else %}, {% for %} (with
 // `else`, `if` filtering, tuple unpacking and the loop object), {% set %} (including
 // `ns.attr` on namespaces and {% set x %}...{% endset %}), {% macro %}, {% break %},
-// {% continue %}; Python-like literals, operators, slicing, str/list/dict methods; filters
-// and tests in jinja_builtins.h. Anything else is an Error naming the construct and its
-// line and column, raised when the template is parsed or when the construct is evaluated.
+// {% continue %}, {% filter %}, {% generation %}; Python-like literals, operators, slicing,
+// str/list/dict methods; filters and tests in jinja_builtins.h. Like transformers'
+// ImmutableSandboxedEnvironment, methods that change a list or dict in place are refused, and
+// lazy filters (map, select, ...) give generators (jinja_value.h). Anything else is an Error
+// naming the construct and its line and column, raised when the template is parsed or when
+// the construct is evaluated.
 #include <memory>
 #include <string>
 

@@ -69,7 +69,22 @@ using Body = std::vector<NodePtr>;
 struct Node {
   // FilterBlock: `{% filter f(args) | g %}body{% endfilter %}`, expr the filter chain over
   // the name kFilterBlockBody, bound to the rendered body.
-  enum class Kind { Text, Output, If, For, Set, SetBlock, FilterBlock, Macro, Break, Continue };
+  // Generation: transformers' `{% generation %}body{% endgeneration %}` (its AssistantTracker
+  // extension), which marks the assistant's tokens for return_assistant_tokens_mask and
+  // otherwise renders the body, in a scope of its own (Jinja2 renders it as a call block).
+  enum class Kind {
+    Text,
+    Output,
+    If,
+    For,
+    Set,
+    SetBlock,
+    FilterBlock,
+    Generation,
+    Macro,
+    Break,
+    Continue
+  };
   Kind kind;
   size_t pos = 0;
   std::string text;                  // Text; Set: attribute of `targets[0]` for `set ns.attr`
@@ -77,7 +92,7 @@ struct Node {
   ExprPtr condition;                 // For: `for x in y if condition`
   std::vector<std::string> targets;  // For loop variables; Set / SetBlock names; Macro name
   std::vector<std::pair<ExprPtr, Body>> branches;  // If: (condition, body); else has null condition
-  Body body, else_body;                            // For, SetBlock, Macro
+  Body body, else_body;                            // For, SetBlock, Macro, Generation
   std::vector<std::pair<std::string, ExprPtr>> params;  // Macro parameters and defaults
 };
 

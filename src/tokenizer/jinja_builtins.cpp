@@ -34,6 +34,8 @@ Value get_attribute(const Value& item, const std::string& path) {
   return v;
 }
 
+}  // namespace
+
 std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -60,10 +62,15 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
+namespace {
+
+// Jinja2's select_or_reject: a generator over the items, none at all for a falsy subject
+// (None | selectattr(...) is empty, as `if value:` guards the loop there).
 Value select_items(const Value& subject, std::vector<Value>& args, bool by_attribute, bool keep) {
   List out;
   size_t test_at = by_attribute ? 1 : 0;
   if (by_attribute && args.empty()) fail("selectattr/rejectattr need an attribute name");
+  if (!subject.truthy()) return Value::generator({});
   for (const Value& item : iterate(subject)) {
     const Value v = by_attribute ? get_attribute(item, args[0].str()) : item;
     bool pass;
@@ -75,7 +82,7 @@ Value select_items(const Value& subject, std::vector<Value>& args, bool by_attri
     }
     if (pass == keep) out.push_back(item);
   }
-  return out;
+  return Value::generator(std::move(out));
 }
 
 }  // namespace
@@ -90,11 +97,17 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
   }
   // Jinja2's Undefined iterates as empty and has length 0, so the filters that iterate take
   // it (`tools | selectattr(...)` with no tools); the others fail loudly.
+  // Its str() is "", so the string filters see "" (`param.description | trim`).
   static const std::set<std::string> kIterating = {"list",   "selectattr", "rejectattr", "select",
                                                    "reject", "map",        "join",       "length",
                                                    "count",  "unique",     "sort"};
-  if (subject.is_undefined() && name != "tojson" && name != "string" && !kIterating.count(name))
-    fail("filter '{}' applied to an undefined value", name);
+  static const std::set<std::string> kStringy = {"trim",       "upper",   "lower",  "title",
+                                                 "capitalize", "replace", "indent", "safe",
+                                                 "e",          "escape",  "center", "wordcount"};
+  if (subject.is_undefined() && name != "tojson" && name != "string" && !kIterating.count(name)) {
+    if (!kStringy.count(name)) fail("filter '{}' applied to an undefined value", name);
+    return apply_filter(name, Value(""), args, kwargs);
+  }
   if (name == "trim")
     return python_strip(subject.str(), arg_or(args, kwargs, 0, "chars", Value()), true, true);
   if (name == "tojson") {
@@ -132,8 +145,9 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
     call_method(Value(subject.str()), "replace", args, kwargs, result);
     return result;
   }
-  if (name == "safe") return subject;
-  if (name == "escape" || name == "e") return html_escape(subject.str());
+  if (name == "safe") return Value::markup(subject.str());
+  if (name == "escape" || name == "e")
+    return subject.is_markup() ? subject : Value::markup(html_escape(subject.str()));
   if (name == "first" || name == "last") {
     const List items = iterate(subject);
     if (items.empty()) return Value();
@@ -160,9 +174,10 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
              (attribute.is_undefined() ? items[i] : get_attribute(items[i], attribute.str())).str();
     return out;
   }
-  if (name == "map") {
+  if (name == "map") {  // a generator, empty for a falsy subject (as select_items)
     const Value attribute = kwargs.take("attribute");
     List out;
+    if (!subject.truthy()) return Value::generator({});
     for (const Value& item : iterate(subject)) {
       if (!attribute.is_undefined()) {
         Value v = get_attribute(item, attribute.str());
@@ -175,7 +190,7 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
         out.push_back(apply_filter(args[0].str(), item, rest, none));
       }
     }
-    return out;
+    return Value::generator(std::move(out));
   }
   if (name == "selectattr" || name == "rejectattr")
     return select_items(subject, args, true, name == "selectattr");
@@ -207,7 +222,7 @@ Value apply_filter(const std::string& name, const Value& subject, std::vector<Va
       for (const Value& v : items)
         if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return key(o) == key(v); }))
           out.push_back(v);
-      return out;
+      return Value::generator(std::move(out));
     }
     std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
       return reverse ? compare(key(b), key(a)) < 0 : compare(key(a), key(b)) < 0;
@@ -360,18 +375,23 @@ void add_global_functions(Dict& globals) {
               Value::function("raise_exception", [](std::vector<Value>& args, Kwargs&) -> Value {
                 fail("the template raised an exception: {}", args.empty() ? "" : args[0].str());
               }));
-  globals.set("strftime_now",
-              Value::function("strftime_now", [](std::vector<Value>& args, Kwargs&) -> Value {
-                if (args.empty() || !args[0].is_string())
-                  fail("strftime_now() needs a format string");
+  globals.set("strftime_now", strftime_now_function([] {
                 const std::time_t now = std::time(nullptr);
                 std::tm local{};
                 localtime_r(&now, &local);
-                char buffer[256];
-                const size_t n =
-                    std::strftime(buffer, sizeof(buffer), args[0].as_string().c_str(), &local);
-                return std::string(buffer, n);
+                return local;
               }));
+}
+
+Value strftime_now_function(std::function<std::tm()> clock) {
+  return Value::function(
+      "strftime_now", [clock = std::move(clock)](std::vector<Value>& args, Kwargs&) -> Value {
+        if (args.empty() || !args[0].is_string()) fail("strftime_now() needs a format string");
+        const std::tm now = clock();
+        char buffer[256];
+        const size_t n = std::strftime(buffer, sizeof(buffer), args[0].as_string().c_str(), &now);
+        return std::string(buffer, n);
+      });
 }
 
 }  // namespace strata::jinja

@@ -1,6 +1,7 @@
 #pragma once
 // The filters, tests, global functions and Python methods the Jinja subset provides. Errors
 // are plain strata Errors; the evaluator adds the template position.
+#include <ctime>
 #include <functional>
 #include <string>
 #include <vector>
@@ -23,6 +24,11 @@ bool is_method_name(const Value& object, const std::string& name);
 
 // range, namespace, dict, raise_exception, strftime_now.
 void add_global_functions(Dict& globals);
+// transformers' strftime_now(format): the local time `clock` gives, formatted.
+Value strftime_now_function(std::function<std::tm()> clock);
+
+// markupsafe's escape: & < > ' " as entities.
+std::string html_escape(const std::string& s);
 
 // Python's str.strip family: `chars` undefined/None means whitespace.
 std::string python_strip(const std::string& s, const Value& chars, bool left, bool right);

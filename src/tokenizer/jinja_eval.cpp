@@ -106,6 +106,16 @@ class Evaluator {
         scopes_.back()[node.targets[0]] = Value(std::move(captured));
         return;
       }
+      case Node::Kind::Generation:
+        scopes_.emplace_back();
+        try {
+          exec(node.body, out);
+        } catch (...) {
+          scopes_.pop_back();
+          throw;
+        }
+        scopes_.pop_back();
+        return;
       case Node::Kind::Macro:
         define_macro(node);
         return;
@@ -408,7 +418,13 @@ class Evaluator {
       fail("'{}' is undefined (used with '{}')", describe(*e.children[a.is_undefined() ? 0 : 1]),
            op);
     if (op == "+") {
-      if (a.is_string() && b.is_string()) return a.as_string() + b.as_string();
+      if (a.is_string() && b.is_string()) {
+        if (!a.is_markup() && !b.is_markup()) return a.as_string() + b.as_string();
+        auto escaped = [](const Value& v) {
+          return v.is_markup() ? v.as_string() : html_escape(v.as_string());
+        };
+        return Value::markup(escaped(a) + escaped(b));
+      }
       if (a.is_list() && b.is_list()) {
         List out = a.as_list();
         out.insert(out.end(), b.as_list().begin(), b.as_list().end());

@@ -1,6 +1,7 @@
 // Python methods of str, list and dict that chat templates call, and the item access and
 // iteration rules shared by the evaluator and the filters.
 #include <algorithm>
+#include <set>
 
 #include "core/error.h"
 #include "tokenizer/jinja_builtins.h"
@@ -121,6 +122,8 @@ List python_split(const std::string& s, const Value& sep, int64_t maxsplit) {
 }
 
 int64_t length_of(const Value& v) {
+  if (v.is_generator())
+    fail("object of type 'generator' has no len() (the result of map, select, ...; add '| list')");
   switch (v.kind()) {
     case Value::Kind::String:
       return static_cast<int64_t>(to_u32(v.as_string()).size());
@@ -189,14 +192,85 @@ Value get_item(const Value& object, const Value& key) {
   }
 }
 
+namespace {
+
+// Python's str.format for replacement fields without a format spec or conversion: "{}" (the
+// next positional argument), "{0}", "{name}", and "{{" / "}}" for braces (what templates write:
+// '<tool_call{}>'.format(suffix)). A spec or conversion ("{:>8}", "{!r}") is an Error.
+std::string python_format(const std::string& s, const std::vector<Value>& args,
+                          const Kwargs& kwargs) {
+  std::string out;
+  size_t next = 0;
+  bool automatic = false, manual = false;  // Python refuses to mix "{}" with "{0}"
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if ((c == '{' || c == '}') && i + 1 < s.size() && s[i + 1] == c) {
+      out += c;
+      ++i;
+      continue;
+    }
+    if (c == '}') fail("str.format(): single '}}' encountered in the format string");
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    const size_t close = s.find('}', i);
+    if (close == std::string::npos)
+      fail("str.format(): single '{{' encountered in the format string");
+    const std::string field = s.substr(i + 1, close - i - 1);
+    i = close;
+    if (field.find_first_of(":!.[") != std::string::npos)
+      fail(
+          "str.format(): the field '{{{}}}' has a format spec or conversion, which strata does not "
+          "support; write the value with '~' or the format filter",
+          field);
+    const bool numbered = !field.empty() && std::all_of(field.begin(), field.end(), [](char d) {
+      return d >= '0' && d <= '9';
+    });
+    (field.empty() ? automatic : manual) |= field.empty() || numbered;
+    if (automatic && manual)
+      fail(
+          "str.format(): cannot switch between automatic field numbering ({{}}) and manual "
+          "field specification ({{0}})");
+    if (field.empty()) {
+      if (next >= args.size()) fail("str.format(): Replacement index {} out of range", next);
+      out += args[next++].str();
+    } else if (numbered) {
+      const size_t k = std::stoul(field);
+      if (k >= args.size()) fail("str.format(): Replacement index {} out of range", k);
+      out += args[k].str();
+    } else {
+      auto it = std::find_if(kwargs.items.begin(), kwargs.items.end(),
+                             [&](const auto& kv) { return kv.first == field; });
+      if (it == kwargs.items.end()) fail("str.format(): KeyError: '{}'", field);
+      out += it->second.str();
+    }
+  }
+  return out;
+}
+
+// transformers renders in Jinja2's ImmutableSandboxedEnvironment, which refuses the methods
+// that modify a list or a dict (its modifies_known_mutable): a template calling one fails
+// there, so it fails here too.
+bool modifies_in_place(const Value& object, const std::string& name) {
+  static const std::set<std::string> kListMutators = {"append", "extend",  "insert", "pop",
+                                                      "remove", "reverse", "sort",   "clear"};
+  static const std::set<std::string> kDictMutators = {"update", "pop", "popitem", "setdefault",
+                                                      "clear"};
+  return (object.is_list() && kListMutators.count(name)) ||
+         (object.is_dict() && !object.as_dict().is_namespace && kDictMutators.count(name));
+}
+
+}  // namespace
+
 bool is_method_name(const Value& object, const std::string& name) {
+  if (modifies_in_place(object, name)) return true;  // call_method() refuses it
   static const std::vector<std::string> kStr = {
       "startswith", "endswith", "split",      "rsplit",  "strip",   "lstrip", "rstrip", "upper",
       "lower",      "title",    "capitalize", "replace", "find",    "rfind",  "count",  "join",
       "splitlines", "isdigit",  "isspace",    "isalpha", "isalnum", "format"};
-  static const std::vector<std::string> kList = {"append", "pop",    "index",
-                                                 "count",  "insert", "extend"};
-  static const std::vector<std::string> kDict = {"items", "keys", "values", "get", "update", "pop"};
+  static const std::vector<std::string> kList = {"index", "count"};
+  static const std::vector<std::string> kDict = {"items", "keys", "values", "get"};
   const auto& names = object.is_string() ? kStr
                       : object.is_list() ? kList
                       : object.is_dict() ? kDict
@@ -207,6 +281,12 @@ bool is_method_name(const Value& object, const std::string& name) {
 
 bool call_method(const Value& object, const std::string& name, std::vector<Value>& args,
                  Kwargs& kwargs, Value& result) {
+  if (modifies_in_place(object, name))
+    fail(
+        "access to attribute '{}' of '{}' object is unsafe: transformers' sandboxed Jinja "
+        "refuses methods that modify a list or dict (build a new one with '+', or keep state in "
+        "a namespace())",
+        name, object.type_name());
   if (!is_method_name(object, name)) return false;
   if (object.is_string()) {
     const std::string& s = object.as_string();
@@ -263,7 +343,8 @@ bool call_method(const Value& object, const std::string& name, std::vector<Value
       if (!lines.empty() && lines.back().as_string().empty()) lines.pop_back();
       result = std::move(lines);
     } else if (name == "format") {
-      fail("str.format() is not supported; use '~' or the format filter");
+      result = python_format(s, args, kwargs);
+      kwargs.items.clear();
     } else {
       bool all = !s.empty();
       for (char32_t c : to_u32(s)) {
@@ -282,25 +363,7 @@ bool call_method(const Value& object, const std::string& name, std::vector<Value
   }
   if (object.is_list()) {
     List& list = object.as_list();
-    if (name == "append") {
-      if (args.size() != 1) fail("append() takes exactly one argument");
-      list.push_back(args[0]);
-      result = Value::none();
-    } else if (name == "extend") {
-      for (const Value& v : iterate(args.empty() ? Value() : args[0])) list.push_back(v);
-      result = Value::none();
-    } else if (name == "insert") {
-      int64_t i = std::clamp<int64_t>(arg_int(args, 0, 0), 0, static_cast<int64_t>(list.size()));
-      list.insert(list.begin() + i, args.size() > 1 ? args[1] : Value::none());
-      result = Value::none();
-    } else if (name == "pop") {
-      if (list.empty()) fail("pop from empty list");
-      int64_t i = arg_int(args, 0, -1);
-      if (i < 0) i += static_cast<int64_t>(list.size());
-      if (i < 0 || i >= static_cast<int64_t>(list.size())) fail("pop index out of range");
-      result = list[i];
-      list.erase(list.begin() + i);
-    } else if (name == "index") {
+    if (name == "index") {
       auto it = std::find(list.begin(), list.end(), args.empty() ? Value() : args[0]);
       if (it == list.end()) fail("index(): value is not in the list");
       result = static_cast<int64_t>(it - list.begin());
@@ -326,24 +389,6 @@ bool call_method(const Value& object, const std::string& name, std::vector<Value
                      : key.kind() == Value::Kind::Int ? dict.find(std::to_string(key.as_int()))
                                                       : nullptr;
     result = v ? *v : (args.size() > 1 ? args[1] : Value::none());
-  } else if (name == "update") {
-    if (!args.empty() && args[0].is_dict())
-      for (const auto& [k, v] : args[0].as_dict().items) dict.set(k, v);
-    for (auto& [k, v] : kwargs.items) dict.set(k, v);
-    kwargs.items.clear();
-    result = Value::none();
-  } else {
-    const Value key = args.empty() ? Value() : args[0];
-    auto it = std::find_if(dict.items.begin(), dict.items.end(), [&](const auto& kv) {
-      return key.is_string() && kv.first == key.as_string();
-    });
-    if (it == dict.items.end()) {
-      if (args.size() < 2) fail("pop(): key '{}' is not in the dict", key.str());
-      result = args[1];
-    } else {
-      result = it->second;
-      dict.items.erase(it);
-    }
   }
   return true;
 }

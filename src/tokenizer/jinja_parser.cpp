@@ -70,12 +70,20 @@ class Parser {
     if (k == "set") return parse_set(keyword.pos);
     if (k == "macro") return parse_macro(keyword.pos);
     if (k == "filter") return parse_filter_block(keyword.pos);
+    if (k == "generation") {
+      expect_end();
+      auto node = make_node(Node::Kind::Generation, keyword.pos);
+      std::string which;
+      node->body = parse_body({"endgeneration"}, which);
+      expect_end();
+      return node;
+    }
     if (k == "break" || k == "continue") {
       expect_end();
       return make_node(k == "break" ? Node::Kind::Break : Node::Kind::Continue, keyword.pos);
     }
-    static const std::set<std::string> kBlockEnds = {"endif",  "endfor",   "else",     "elif",
-                                                     "endset", "endmacro", "endfilter"};
+    static const std::set<std::string> kBlockEnds = {
+        "endif", "endfor", "else", "elif", "endset", "endmacro", "endfilter", "endgeneration"};
     if (kBlockEnds.count(k))
       error(keyword, "unexpected '{% " + k + " %}' with no open block it could close");
     error(keyword, "unsupported statement '{% " + k + " %}'");

@@ -142,6 +142,36 @@ TEST(Jinja, FilterBlocksTojsonOptionsAndIntKeysLikePython) {
             "\"\u00e9\"1.5nulltrue");
 }
 
+// Where transformers' environment (Jinja2's ImmutableSandboxedEnvironment, markupsafe) behaves
+// unlike plain Python, templates see its behavior; expected values are Jinja2's.
+TEST(Jinja, SandboxGeneratorsAndMarkupLikeTransformers) {
+  EXPECT_EQ(render("{{ none | selectattr('a') | list }}|{{ none | map('upper') | list }}|{{ 'yes' "
+                   "if ([] | select) else 'no' }}"),
+            "[]|[]|yes");  // a generator is truthy even when empty
+  EXPECT_EQ(
+      render("{{ ['a', 'b'] | map('upper') | join(',') }}|{{ ['a'] | map('upper') | first }}"),
+      "A,B|A");
+  EXPECT_NE(error_of("{{ ['a'] | map('upper') | tojson }}")
+                .find("Object of type generator is not JSON serializable"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ ['a'] | select | length }}").find("'generator' has no len()"),
+            std::string::npos);
+  EXPECT_EQ(render("{{ 'x'|safe + '<b>' }}|{{ '<b>' + 'y'|safe }}|{{ 'x'|safe ~ '<b>' }}"),
+            "x&lt;b&gt;|&lt;b&gt;y|x<b>");
+  EXPECT_EQ(render("{{ '<{}|{}>{{}}|{n}'.format('a', 'c', n='b') }}"), "<a|c>{}|b");
+  EXPECT_NE(error_of("{{ '{}{0}'.format('a') }}").find("cannot switch"), std::string::npos);
+  EXPECT_EQ(
+      render("{{ u.description | trim }}|{{ u.d | upper }}", {{"u", nlohmann::json::object()}}),
+      "|");
+  EXPECT_NE(error_of("{% set x = [] %}{{ x.append(1) }}")
+                .find("access to attribute 'append' of 'list' object is unsafe"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% set d = {} %}{{ d.update({'a': 1}) }}")
+                .find("access to attribute 'update' of 'dict' object is unsafe"),
+            std::string::npos);
+  EXPECT_EQ(render("a{% generation %}{% set x = 1 %}b{{ x }}{% endgeneration %}{{ x }}c"), "ab1c");
+}
+
 TEST(Jinja, ErrorsNameTheConstructAndPosition) {
   EXPECT_NE(error_of("ok\n{% include 'x' %}")
                 .find("unsupported statement '{% include %}' at line 2, column 4"),

@@ -59,6 +59,18 @@ Value::Value(double d) : kind_(Kind::Float), d_(d) {}
 Value::Value(std::string s)
     : kind_(Kind::String), s_(std::make_shared<const std::string>(std::move(s))) {}
 Value::Value(List list) : kind_(Kind::List), list_(std::make_shared<List>(std::move(list))) {}
+
+Value Value::markup(std::string s) {
+  Value v(std::move(s));
+  v.markup_ = true;
+  return v;
+}
+
+Value Value::generator(List items) {
+  Value v(std::move(items));
+  v.generator_ = true;
+  return v;
+}
 Value::Value(Dict dict) : kind_(Kind::Dict), dict_(std::make_shared<Dict>(std::move(dict))) {}
 
 Value Value::function(std::string name, Function f) {
@@ -111,6 +123,7 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
 }
 
 bool Value::truthy() const {
+  if (generator_) return true;  // a generator object, however many items it yields
   switch (kind_) {
     case Kind::Undefined:
     case Kind::None:
@@ -189,6 +202,9 @@ std::string json_quote_ascii(const std::string& s) {
 }  // namespace
 
 std::string Value::str() const {
+  // Python prints "<generator object ... at 0x...>", an address: no rendering could match it.
+  if (generator_)
+    fail("cannot print a generator (the result of map, select, selectattr, ...); add '| list'");
   switch (kind_) {
     case Kind::Undefined:
       return "";
@@ -200,6 +216,7 @@ std::string Value::str() const {
 }
 
 std::string Value::repr() const {
+  if (generator_) return str();  // fails, as str() explains
   switch (kind_) {
     case Kind::Undefined:
       return "";
@@ -246,6 +263,10 @@ std::string Value::to_json(const JsonStyle& style, int depth) const {
   auto quote = [&](const std::string& s) {
     return style.ensure_ascii ? json_quote_ascii(s) : json_quote(s);
   };
+  if (generator_)
+    fail(
+        "tojson: Object of type generator is not JSON serializable (the result of map, select, "
+        "selectattr, ...; add '| list' before tojson)");
   switch (kind_) {
     case Kind::Undefined:
       fail("tojson: cannot serialize an undefined value");
@@ -289,6 +310,7 @@ std::string Value::to_json(const JsonStyle& style, int depth) const {
 }
 
 std::string Value::type_name() const {
+  if (generator_) return "generator";
   switch (kind_) {
     case Kind::Undefined:
       return "undefined";

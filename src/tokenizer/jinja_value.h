@@ -46,6 +46,14 @@ class Value {
   Value(List list);
   Value(Dict dict);
   static Value function(std::string name, Function f);
+  // What Jinja2's map, select, reject, selectattr, rejectattr and unique return: a Python
+  // generator. It iterates (for, list, join, first, ...) as its items, but is always truthy and
+  // has no len(), no JSON and no printable form, so that a template relying on those fails here
+  // as it does in transformers.
+  static Value generator(List items);
+  // A string made by the `safe` or `escape` filter: markupsafe's Markup. `+` with a plain string
+  // HTML-escapes that string (Markup.__add__), which templates writing `"x"|safe + name` rely on.
+  static Value markup(std::string s);
   // Objects keep their key order: nlohmann::json's sorted, ordered_json's as written (a
   // request's tools and messages, so that `tojson` writes them as Python's json.dumps does).
   static Value from_json(const nlohmann::json& j);
@@ -58,6 +66,8 @@ class Value {
   bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float; }
   bool is_list() const { return kind_ == Kind::List; }
   bool is_dict() const { return kind_ == Kind::Dict; }
+  bool is_generator() const { return generator_; }
+  bool is_markup() const { return markup_; }
 
   bool as_bool() const { return b_; }
   int64_t as_int() const { return i_; }
@@ -90,6 +100,8 @@ class Value {
 
  private:
   Kind kind_ = Kind::Undefined;
+  bool generator_ = false;  // a List made by a lazy filter
+  bool markup_ = false;     // a String made by safe / escape
   bool b_ = false;
   int64_t i_ = 0;
   double d_ = 0;
