@@ -146,6 +146,18 @@ class CudaStageDevice : public StageDevice {
     return it->second.output;
   }
 
+  // After run(): more kernels on the stream, reading the same uploaded metadata. Eager even
+  // when run() replayed a graph (what comes here depends on host work done since, the grammar
+  // masks); it allocates no workspace, which a replayed graph's outputs may occupy.
+  PassOutput continue_pass(const ForwardBatch&, const PassFn& pass) override {
+    ForwardContext ctx = context();
+    PassOutput out = pass(ctx);
+    attention_->mark_queued();
+    return out;
+  }
+
+  void write(const Tensor& src, Tensor& dst) override { ops_->write(src, dst); }
+
   std::vector<int32_t> ids_to_host(const Tensor& ids) override {
     const size_t bytes = static_cast<size_t>(ids.numel()) * sizeof(int32_t);
     host_.ensure(bytes);
@@ -218,6 +230,12 @@ class CudaStageDevice : public StageDevice {
   // Device work of one pass: the metadata upload, then the model.
   PassOutput queue(const PassFn& pass) {
     attention_->upload();
+    ForwardContext ctx = context();
+    return pass(ctx);
+  }
+
+  // The pass inputs: device views of the uploaded metadata.
+  ForwardContext context() {
     ForwardContext ctx;
     ctx.ops = ops_.get();
     ctx.input_ids = attention_->input_ids();
@@ -229,7 +247,7 @@ class CudaStageDevice : public StageDevice {
     ctx.token_masks = attention_->token_masks();
     ctx.state_seqs = attention_->state_seqs();
     ctx.attention = attention_.get();
-    return pass(ctx);
+    return ctx;
   }
 
   PassOutput launch(const PassFn& pass) {
