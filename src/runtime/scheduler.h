@@ -93,6 +93,9 @@ struct SchedulerStats {
   int64_t retractions = 0, forward_passes = 0;
   // Tokens jump-forward appended without a draw (beyond the drawn token each run replaced).
   int64_t jump_forward_tokens = 0;
+  // Host time spent computing grammar masks, and the part of it passes waited for: all of it
+  // when masks are computed before the pass, what the forward did not cover with overlap.
+  double grammar_mask_ms = 0, grammar_mask_exposed_ms = 0;
   // Recurrent-state pool (hybrid models): slots in all, held (by requests or the cache), and
   // held by the prefix cache as snapshots.
   int64_t state_slots = 0, used_state_slots = 0, cached_state_slots = 0;
@@ -178,7 +181,8 @@ class Scheduler {
   std::unique_ptr<MaskWorker> mask_worker_;
   std::vector<const Req*> late_reqs_;
   std::vector<uint64_t> late_masks_;
-  StatePool* states_;  // the runner's recurrent-state pool; null: no such layers
+  double late_job_ms_ = 0;  // written by the job, read after wait()
+  StatePool* states_;       // the runner's recurrent-state pool; null: no such layers
   int page_size_;
   bool extra_buffer_ = false;  // --mamba-radix-cache-strategy extra_buffer
   int track_interval_ = 0;     // --mamba-track-interval

@@ -2,6 +2,7 @@
 // (sampling row, logit edits, grammar mask, logprobs), and what is done with the token drawn
 // (stop tokens, the grammar, stop strings, the length limit).
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -12,6 +13,15 @@
 #include "runtime/scheduler_request.h"
 
 namespace strata {
+
+namespace {
+
+double elapsed_ms(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since)
+      .count();
+}
+
+}  // namespace
 
 void Scheduler::add_draw(ForwardBatch& batch, const Req& r, ModelRunner::LateMasks& late) {
   const ServeRequest& q = r.request;
@@ -27,7 +37,11 @@ void Scheduler::add_draw(ForwardBatch& batch, const Req& r, ModelRunner::LateMas
     const size_t words = static_cast<size_t>(token_mask_words(runner_.config().vocab_size));
     batch.mask_rows.push_back(b);
     batch.token_masks.resize(batch.token_masks.size() + words);
+    const auto start = std::chrono::steady_clock::now();
     grammar_mask(r, batch.token_masks.data() + batch.token_masks.size() - words);
+    const double ms = elapsed_ms(start);
+    totals_.grammar_mask_ms += ms;
+    totals_.grammar_mask_exposed_ms += ms;  // the pass waits for all of it
   }
   batch.top_logprobs = std::max(batch.top_logprobs, q.top_logprobs);
   if (q.return_logits) batch.raw_logit_rows.push_back(b);
@@ -73,11 +87,16 @@ ModelRunner::SampledTokens Scheduler::run_sampled(const ForwardBatch& batch,
   const size_t words = static_cast<size_t>(token_mask_words(runner_.config().vocab_size));
   late_masks_.assign(late_reqs_.size() * words, 0);  // sized before the job: it never reallocates
   mask_worker_->start([this, words] {
+    const auto start = std::chrono::steady_clock::now();
     for (size_t i = 0; i < late_reqs_.size(); ++i)
       grammar_mask(*late_reqs_[i], late_masks_.data() + i * words);
+    late_job_ms_ = elapsed_ms(start);
   });
   late.wait = [this]() -> const std::vector<uint64_t>& {
+    const auto start = std::chrono::steady_clock::now();
     mask_worker_->wait();
+    totals_.grammar_mask_exposed_ms += elapsed_ms(start);
+    totals_.grammar_mask_ms += late_job_ms_;
     return late_masks_;
   };
   try {
