@@ -1,5 +1,7 @@
 #include "runtime/mask_worker.h"
 
+#include <utility>
+
 #include "core/error.h"
 
 namespace strata {

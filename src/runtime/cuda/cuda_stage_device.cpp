@@ -6,6 +6,7 @@
 // buffers). Model code knows nothing of this: it queues device work through the ops.
 #include <fmt/format.h>
 
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -37,6 +38,8 @@ class CudaStageDevice : public StageDevice {
 
   ~CudaStageDevice() override {
     for (auto& [_, g] : graphs_) cudaGraphExecDestroy(g.exec);
+    for (auto& [_, u] : uploads_)
+      if (u.done) cudaEventDestroy(u.done);
     attention_.reset();
     pool_.reset();
     ops_.reset();
@@ -156,7 +159,22 @@ class CudaStageDevice : public StageDevice {
     return out;
   }
 
-  void write(const Tensor& src, Tensor& dst) override { ops_->write(src, dst); }
+  // Through a pinned copy per destination, so that the copy is queued behind the pass
+  // without waiting for it (a copy from pageable memory may wait for the stream); the pinned
+  // copy is rewritten only once the previous copy from it is done.
+  void write(const Tensor& src, Tensor& dst) override {
+    STRATA_CHECK(src.on_host() && !dst.on_host() && src.dtype() == dst.dtype() &&
+                     src.numel() == dst.numel() && src.contiguous() && dst.contiguous(),
+                 "write {} into {}", src.describe(), dst.describe());
+    Upload& u = uploads_[dst.raw()];
+    if (!u.done) STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&u.done, cudaEventDisableTiming));
+    STRATA_CUDA_CHECK(cudaEventSynchronize(u.done));
+    u.staging.ensure(src.bytes());
+    std::memcpy(u.staging.as<char>(), src.raw(), src.bytes());
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), u.staging.as<char>(), src.bytes(),
+                                      cudaMemcpyHostToDevice, stream_));
+    STRATA_CUDA_CHECK(cudaEventRecord(u.done, stream_));
+  }
 
   std::vector<int32_t> ids_to_host(const Tensor& ids) override {
     const size_t bytes = static_cast<size_t>(ids.numel()) * sizeof(int32_t);
@@ -214,6 +232,10 @@ class CudaStageDevice : public StageDevice {
     bool all_logits;
     PassKind kind;
     auto operator<=>(const GraphKey&) const = default;
+  };
+  struct Upload {
+    cuda::PinnedBuffer staging;
+    cudaEvent_t done = nullptr;  // recorded after the last copy from `staging`
   };
   struct Captured {
     cudaGraphExec_t exec;
@@ -291,7 +313,8 @@ class CudaStageDevice : public StageDevice {
   std::unique_ptr<KVPool> pool_;
   std::unique_ptr<CudaAttentionBackend> attention_;
   std::map<std::string, cuda::DeviceBuffer> buffers_;
-  cuda::PinnedBuffer host_;  // logits or ids on their way to the host
+  cuda::PinnedBuffer host_;                // logits or ids on their way to the host
+  std::map<const void*, Upload> uploads_;  // write()'s, by destination
   std::map<GraphKey, Captured> graphs_;
   std::set<GraphKey> warmed_;
 };
