@@ -83,6 +83,8 @@ RunnerOptions default_options(int page_size, int max_requests) {
   o.max_running_requests = max_requests;
   o.max_context_len = 256;
   o.max_total_tokens = 4096;
+  // Passes of the tests stay under this: sliding-window fixtures keep their window space.
+  o.max_pass_tokens = 2048;
   o.threads = 2;
   return o;
 }

@@ -23,16 +23,20 @@ def hook(mod, inp, out):
     x = inp[0].reshape(-1, inp[0].shape[-1]).float()
     logits = torch.nn.functional.linear(x, mod.weight.float(),
                                         None if mod.bias is None else mod.bias.float())
-    k = getattr(mod, "top_k", 2)
+    k = getattr(mod, "top_k", None) or top_k
     top = torch.topk(logits, k + 1, dim=-1).values
     margins.append((top[:, k - 1] - top[:, k]).min().item())
 
 
+top_k = 2
 for dtype in (torch.float32, torch.bfloat16):
     model = AutoModelForCausalLM.from_pretrained(d, dtype=dtype, attn_implementation="eager").cuda()
+    top_k = getattr(model.config, "num_experts_per_tok", None) or top_k
     if dtype == torch.float32:
         for name, m in model.named_modules():
-            if name.endswith("mlp.router"):
+            # gpt-oss: mlp.router; Qwen-style MoE: mlp.gate (the shared expert's gate is
+            # shared_expert_gate, one output: not a router).
+            if name.endswith("mlp.router") or name.endswith("mlp.gate"):
                 m.register_forward_hook(hook)
     for i in range(4):
         ids = ref[f"p{i}.input_ids"].cuda()[None]

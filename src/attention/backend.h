@@ -36,7 +36,7 @@ class AttentionBackend {
                        Tensor& out) = 0;
 };
 
-std::unique_ptr<AttentionBackend> make_cpu_attention_backend(KVPool* pool,
-                                                             const ReqToTokenPool* req_to_token);
+std::unique_ptr<AttentionBackend> make_cpu_attention_backend(
+    KVPool* pool, const ReqToTokenPool* req_to_token, const ReqToTokenPool* window_table = nullptr);
 
 }  // namespace strata

@@ -17,16 +17,33 @@ constexpr float kNoSink = -std::numeric_limits<float>::infinity();
 }  // namespace
 
 std::unique_ptr<AttentionBackend> make_cpu_attention_backend(KVPool* pool,
-                                                             const ReqToTokenPool* req_to_token) {
-  return std::make_unique<CpuAttentionBackend>(pool, req_to_token);
+                                                             const ReqToTokenPool* req_to_token,
+                                                             const ReqToTokenPool* window_table) {
+  return std::make_unique<CpuAttentionBackend>(pool, req_to_token, window_table);
 }
 
-CpuAttentionBackend::CpuAttentionBackend(KVPool* pool, const ReqToTokenPool* req_to_token)
-    : pool_(pool), req_to_token_(req_to_token) {}
+CpuAttentionBackend::CpuAttentionBackend(KVPool* pool, const ReqToTokenPool* req_to_token,
+                                         const ReqToTokenPool* window_table)
+    : pool_(pool), req_to_token_(req_to_token), window_table_(window_table) {
+  STRATA_CHECK(pool_->window_slots() == 0 || window_table_ != nullptr,
+               "a KV pool with a window space needs the window table");
+}
 
 void CpuAttentionBackend::prepare(const ForwardBatch& batch) {
   batch_ = &batch;
   token_offsets_ = batch.token_offsets();
+  // The window slots of the new tokens, as TokenMemory::extend put them in the window table.
+  window_loc_.clear();
+  if (!window_table_) return;
+  for (int b = 0; b < batch.batch_size(); ++b) {
+    const int32_t* row = window_table_->row(batch.req_pool_indices[b]);
+    for (int i = 0; i < batch.extend_lens[b]; ++i)
+      window_loc_.push_back(row[batch.prefix_lens[b] + i]);
+  }
+}
+
+const ReqToTokenPool* CpuAttentionBackend::table_of(int layer_id) const {
+  return pool_->in_window_space(layer_id) ? window_table_ : req_to_token_;
 }
 
 void CpuAttentionBackend::forward(const AttentionCall& call, const Tensor& q_in, const Tensor& k_in,
@@ -46,7 +63,12 @@ void CpuAttentionBackend::forward(const AttentionCall& call, const Tensor& q_in,
   STRATA_CHECK(layout.dtype == DType::F32 && pool_->k_buffer(call.layer_id).on_host(),
                "the CPU attention backend reads f32 host KV, layer {} holds {}", call.layer_id,
                layout.describe());
-  pool_->store(call.layer_id, batch_->out_cache_loc.data(), batch_->num_tokens(), k, v);
+  const bool windowed = pool_->in_window_space(call.layer_id);
+  STRATA_CHECK(!windowed || call.sliding_window > 0,
+               "layer {} keeps only a window of positions but attends to all of them",
+               call.layer_id);
+  pool_->store(call.layer_id, windowed ? window_loc_.data() : batch_->out_cache_loc.data(),
+               batch_->num_tokens(), k, v);
   if (batch_->mode == ForwardMode::Decode)
     decode(call, q, out);
   else
@@ -90,7 +112,7 @@ void CpuAttentionBackend::extend(const AttentionCall& call, const float* q, floa
       for (int h = 0; h < hq; ++h) {
         const int b = token_req[t];
         const int pos = batch_->prefix_lens[b] + (t - token_offsets_[b]);
-        const int32_t* slots = req_to_token_->row(batch_->req_pool_indices[b]);
+        const int32_t* slots = table_of(call.layer_id)->row(batch_->req_pool_indices[b]);
         const int begin = window_start(pos, call.sliding_window), end = pos + 1;
         scores.resize(std::max<size_t>(scores.size(), end - begin));
         float lse;
@@ -137,7 +159,7 @@ void CpuAttentionBackend::decode(const AttentionCall& call, const float* q, floa
           const int lo = window_start(pos, call.sliding_window), hi = pos + 1;
           const int chunk = (hi - lo + splits - 1) / splits;
           const int begin = std::min(hi, lo + s * chunk), end = std::min(hi, begin + chunk);
-          const int32_t* slots = req_to_token_->row(batch_->req_pool_indices[b]);
+          const int32_t* slots = table_of(call.layer_id)->row(batch_->req_pool_indices[b]);
           scores.resize(std::max<size_t>(scores.size(), std::max(end - begin, 1)));
           const int64_t part = (static_cast<int64_t>(b) * hq + h) * splits + s;
           cpu::attend_range(q + (static_cast<int64_t>(t) * hq + h) * dk, kv, h / group, slots,

@@ -11,7 +11,10 @@ namespace strata {
 
 class CpuAttentionBackend : public AttentionBackend {
  public:
-  CpuAttentionBackend(KVPool* pool, const ReqToTokenPool* req_to_token);
+  // `window_table`: the window space's table (TokenMemory::window_table()) when the pool keeps
+  // sliding layers there; their rows are then read and written through it.
+  CpuAttentionBackend(KVPool* pool, const ReqToTokenPool* req_to_token,
+                      const ReqToTokenPool* window_table = nullptr);
   std::string name() const override { return "cpu"; }
   void prepare(const ForwardBatch& batch) override;
   void forward(const AttentionCall& call, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -26,10 +29,14 @@ class CpuAttentionBackend : public AttentionBackend {
  private:
   void extend(const AttentionCall& call, const float* q, float* out);
   void decode(const AttentionCall& call, const float* q, float* out);
+  // The table a layer's rows are addressed through.
+  const ReqToTokenPool* table_of(int layer_id) const;
 
   KVPool* pool_;
   const ReqToTokenPool* req_to_token_;
+  const ReqToTokenPool* window_table_;
   const ForwardBatch* batch_ = nullptr;
+  std::vector<int32_t> window_loc_;  // the new tokens' window slots (window-space layers)
   std::vector<int> token_offsets_;
   int split_tokens_ = 256;
   std::vector<int64_t> partial_shape_;

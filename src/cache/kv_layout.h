@@ -16,6 +16,9 @@ struct KVLayerLayout {
   bool v_in_k = false;  // value = first v_head_dim columns of the key row (MLA latent)
   // Of the cached rows: the stage device's (f32 on the CPU, bf16 on CUDA).
   DType dtype = DType::F32;
+  // > 0: the layer attends to the last `sliding_window` positions only, so its rows may live
+  // in the smaller window slot space (TokenMemory's WindowSpace).
+  int sliding_window = 0;
 
   int k_width() const { return num_kv_heads * k_head_dim; }
   int v_width() const { return num_kv_heads * v_head_dim; }

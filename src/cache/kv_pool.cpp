@@ -15,10 +15,12 @@ std::string KVLayerLayout::describe() const {
                      v_head_dim, v_in_k ? " (inside k)" : "", dtype_name(dtype));
 }
 
-KVPool::KVPool(std::map<int, KVLayerLayout> layers, int64_t num_slots, Ops& ops)
-    : num_slots_(num_slots) {
-  STRATA_CHECK(num_slots >= 2, "a KV pool needs the dummy slot plus at least one, got {}",
-               num_slots);
+KVPool::KVPool(std::map<int, KVLayerLayout> layers, int64_t num_slots, Ops& ops,
+               int64_t window_slots)
+    : num_slots_(num_slots), window_slots_(window_slots) {
+  STRATA_CHECK(num_slots >= 2 && (window_slots == 0 || window_slots >= 2),
+               "a KV pool needs the dummy slot plus at least one, got {} (window space {})",
+               num_slots, window_slots);
   for (auto& [id, layout] : layers) {
     STRATA_CHECK(layout.num_kv_heads > 0 && layout.k_head_dim > 0 && layout.v_head_dim > 0,
                  "layer {} layout {}", id, layout.describe());
@@ -26,8 +28,9 @@ KVPool::KVPool(std::map<int, KVLayerLayout> layers, int64_t num_slots, Ops& ops)
     index_[id] = static_cast<int>(layers_.size());
     LayerBuffers b;
     b.layout = layout;
-    b.k = ops.allocate({num_slots, layout.k_width()}, layout.dtype);
-    b.v = layout.v_in_k ? b.k : ops.allocate({num_slots, layout.v_width()}, layout.dtype);
+    const int64_t rows = window_slots > 0 && layout.sliding_window > 0 ? window_slots : num_slots;
+    b.k = ops.allocate({rows, layout.k_width()}, layout.dtype);
+    b.v = layout.v_in_k ? b.k : ops.allocate({rows, layout.v_width()}, layout.dtype);
     layers_.push_back(std::move(b));
   }
 }
@@ -36,6 +39,18 @@ size_t KVPool::bytes_per_slot(const std::map<int, KVLayerLayout>& layers) {
   size_t n = 0;
   for (const auto& [_, l] : layers) n += l.bytes_per_slot();
   return n;
+}
+
+std::map<int, KVLayerLayout> KVPool::in_space(const std::map<int, KVLayerLayout>& layers,
+                                              bool window) {
+  std::map<int, KVLayerLayout> out;
+  for (const auto& [id, l] : layers)
+    if ((l.sliding_window > 0) == window) out.emplace(id, l);
+  return out;
+}
+
+bool KVPool::in_window_space(int layer_id) const {
+  return window_slots_ > 0 && at(layer_id).layout.sliding_window > 0;
 }
 
 std::vector<int> KVPool::layer_ids() const {
@@ -75,9 +90,10 @@ void KVPool::store(int layer_id, const int32_t* slots, int n, const float* k, co
   const int kw = b.layout.k_width(), vw = b.layout.v_width();
   float* kd = static_cast<float*>(b.k.raw());
   float* vd = static_cast<float*>(b.v.raw());
+  const int64_t rows = b.k.rows();
   for (int i = 0; i < n; ++i) {
-    STRATA_CHECK(slots[i] > 0 && slots[i] < num_slots_, "slot {} outside the pool of {}", slots[i],
-                 num_slots_);
+    STRATA_CHECK(slots[i] > 0 && slots[i] < rows, "slot {} outside layer {}'s {} rows", slots[i],
+                 layer_id, rows);
     std::memcpy(kd + static_cast<size_t>(slots[i]) * kw, k + static_cast<size_t>(i) * kw,
                 kw * sizeof(float));
     if (!b.layout.v_in_k)

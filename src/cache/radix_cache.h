@@ -19,6 +19,12 @@
 // Snapshots are evicted least-recently-used first, independently of the KV (an inner node
 // may lose its snapshot and keep its KV for deeper nodes); a leaf that loses its snapshot is
 // useless and goes with it, KV included.
+//
+// Models with sliding-window layers in a window space (TokenMemory's WindowSpace): a prefix
+// resumes only if the window slots of the positions its next query sees are still held. Each
+// node keeps the window slots it still has (0 where given back, SGLang's tombstones); a match
+// is cut back to the deepest page boundary whose window is whole. Window pages are evicted
+// least-recently-used first, on their own (evict_window), keeping the nodes' full KV.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -38,35 +44,51 @@ class RadixCache {
     std::vector<int32_t> slots;  // their KV slots
     Node* last = nullptr;        // the deepest matched node (lock it while in use)
     int state_slot = -1;         // hybrid: the snapshot of the state after `length` tokens
+    // Window space: the window slots of the `length` tokens (0 where not held; always held
+    // from TokenMemory::window_keep_from(length) on).
+    std::vector<int32_t> window_slots;
   };
 
   // `states`: the recurrent-state pool of a hybrid model (null for attention-only models);
   // the tree then keeps state snapshots and matches only up to them.
-  explicit RadixCache(TokenSlotAllocator& allocator, StatePool* states = nullptr);
+  // `window_allocator` and `window`: the window space of the token memory (null: none).
+  explicit RadixCache(TokenSlotAllocator& allocator, StatePool* states = nullptr,
+                      TokenSlotAllocator* window_allocator = nullptr, int window = 0);
   ~RadixCache();
   RadixCache(const RadixCache&) = delete;
   RadixCache& operator=(const RadixCache&) = delete;
 
   // The longest cached prefix of tokens[0, n), rounded down to whole pages; for a hybrid
   // model, cut back to the deepest matched node that holds a state snapshot.
-  Match match_prefix(const int* tokens, int n);
+  // With a window space the match is cut back to where its window is whole, unless
+  // `resumable_window` is false (to lock the path of a request that holds its own window).
+  Match match_prefix(const int* tokens, int n, bool resumable_window = true);
   // Keeps the nodes from `node` up to the root from being evicted; unlock undoes one lock.
   void lock(Node* node);
   void unlock(Node* node);
   // Adds tokens[0, n) held at `slots` (n rounded down to whole pages). Pages of the part that
   // is new to the tree gain a reference owned by the tree; the caller keeps its own.
-  // Returns the tokens that were already cached.
-  int insert(const int* tokens, const int32_t* slots, int n);
+  // Returns the tokens that were already cached. With a window space, `window_slots` are the
+  // tokens' window slots (0 where the caller holds none); the tree takes a reference on
+  // those it did not hold yet.
+  int insert(const int* tokens, const int32_t* slots, int n, const int32_t* window_slots = nullptr);
   // Hybrid models: as insert(), with `state_slot` (a StatePool slot the caller holds) the
   // state after tokens[0, n), n a whole number of pages. Returns true when the tree took the
   // slot; false when it already holds a snapshot there (the caller keeps and frees its slot).
-  bool insert_with_state(const int* tokens, const int32_t* slots, int n, int state_slot);
+  bool insert_with_state(const int* tokens, const int32_t* slots, int n, int state_slot,
+                         const int32_t* window_slots = nullptr);
   // Frees at least `pages` pages from unlocked nodes, oldest first, if that many exist.
   // Returns the pages actually freed.
   int64_t evict(int64_t pages);
   // Frees at least `count` state snapshots, least recently used first, never `keep`'s (the
   // one a request is about to copy). Returns the snapshots actually freed.
   int evict_states(int count, const Node* keep = nullptr);
+  // Window space: gives back the tree's references on window pages, least recently used
+  // nodes first, until at least `pages` pages are free again or none is left to give.
+  // Returns the pages that became free.
+  int64_t evict_window(int64_t pages);
+  // Window pages the tree holds a reference on.
+  int64_t window_pages() const { return window_pages_; }
   // Drops every unlocked node (POST /flush_cache). Returns false, changing nothing, when
   // some request still uses the tree.
   bool flush();
@@ -81,7 +103,16 @@ class RadixCache {
   using Key = std::vector<int>;  // the first page of a child's tokens
   Node* split(Node* node, int at);
   void touch(Node* node);
-  Node* insert_path(const int* tokens, const int32_t* slots, int n, int* already_cached);
+  Node* insert_path(const int* tokens, const int32_t* slots, const int32_t* window_slots, int n,
+                    int* already_cached);
+  // Takes a reference on the window pages of `window_slots` (node positions [from, to)) that
+  // `node` does not hold yet.
+  void adopt_window(Node* node, const int32_t* window_slots, int from, int to);
+  void free_window(Node* node);
+  // The deepest prefix length of the matched path (nodes with their end positions) that can
+  // resume: a snapshot node's end for hybrids, with the window whole at that length.
+  int usable_length(const std::vector<std::pair<Node*, int>>& path,
+                    const std::vector<int32_t>& window_slots, bool check_window) const;
   // Removes an unlocked leaf with its pages and snapshot; for a hybrid tree, then also the
   // ancestors that are left as unlocked leaves without a snapshot. Returns the pages freed
   // and the deepest surviving ancestor.
@@ -90,6 +121,9 @@ class RadixCache {
 
   TokenSlotAllocator& allocator_;
   StatePool* states_;
+  TokenSlotAllocator* window_allocator_;
+  int window_;
+  int64_t window_pages_ = 0;
   int page_size_;
   std::unique_ptr<Node> root_;
   uint64_t clock_ = 0;
@@ -98,8 +132,9 @@ class RadixCache {
 };
 
 struct RadixCache::Node {
-  std::vector<int> tokens;     // this edge's tokens (whole pages)
-  std::vector<int32_t> slots;  // their KV slots
+  std::vector<int> tokens;            // this edge's tokens (whole pages)
+  std::vector<int32_t> slots;         // their KV slots
+  std::vector<int32_t> window_slots;  // window space: their window slots, 0 where not held
   Node* parent = nullptr;
   std::map<Key, std::unique_ptr<Node>> children;
   int lock_ref = 0;

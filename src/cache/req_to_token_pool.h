@@ -2,6 +2,7 @@
 // ReqToTokenPool: for each running request (a row), the KV slot of each of its positions.
 // Attention backends gather a request's keys through its row.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace strata {
@@ -52,29 +53,67 @@ class TokenSlotAllocator {
   std::vector<int32_t> refs_;
 };
 
+// The slot space of sliding-window layers (SGLang's hybrid SWA memory): a layer that attends to
+// the last `window` positions only needs those positions' keys and values, so its rows live
+// in a second, smaller slot space. Position p of a request has a slot in both spaces while
+// some query still to come can see it (p > seq_len - window); after that its sliding slot is
+// given back. Full-attention layers keep every position in the first space.
+struct WindowSpace {
+  int window = 0;         // the largest sliding window of the layers that use the space
+  int64_t num_slots = 0;  // 0: no window space (sliding layers use the full space)
+};
+
 // Ties the two together for requests: position p of a request lives at offset p % page_size
 // of one of its pages, so a request grows by filling its last page, then taking a new one.
+// With a window space, each position also has a slot there (the same page layout, its own
+// pages and table, same rows), freed once it leaves every future query's window.
 class TokenMemory {
  public:
-  TokenMemory(int max_requests, int max_context_len, int64_t num_slots, int page_size);
+  TokenMemory(int max_requests, int max_context_len, int64_t num_slots, int page_size,
+              WindowSpace window = {});
   ReqToTokenPool& req_to_token() { return req_to_token_; }
   const ReqToTokenPool& req_to_token() const { return req_to_token_; }
   TokenSlotAllocator& allocator() { return allocator_; }
-  // Pages needed to grow a request from `old_len` to `new_len` tokens.
+  // Pages needed to grow a request from `old_len` to `new_len` tokens (in each space).
   int64_t pages_needed(int old_len, int new_len) const;
   // Grows request `req` from old_len to new_len; writes the new slots to `out` (new_len -
-  // old_len entries). Returns false (allocating nothing) when pages run out.
-  bool extend(int req, int old_len, int new_len, int32_t* out);
+  // old_len entries) and, with a window space, their window slots to `window_out`. Returns
+  // false (allocating nothing) when pages run out in either space. First gives back the
+  // window slots no query of this growth can see (trim_window(req, old_len)).
+  bool extend(int req, int old_len, int new_len, int32_t* out, int32_t* window_out = nullptr);
   // Makes positions [0, len) of request `req` the given slots, which another owner (the
   // prefix cache) already holds; the request takes its own reference on each page. `len`
   // must be a whole number of pages so that the request's next token opens a page of its own.
-  void share_prefix(int req, const int32_t* slots, int len);
+  // With a window space, `window_slots` holds the window slots of at least the positions the
+  // next query sees (window_start_of(len) onwards; 0 elsewhere).
+  void share_prefix(int req, const int32_t* slots, int len, const int32_t* window_slots = nullptr);
   // Drops the request's reference on each of its pages and frees its row.
   void release(int req, int len);
 
+  // The window space (has_window_space() false: none).
+  bool has_window_space() const { return window_ != nullptr; }
+  int window() const { return window_ ? window_->size : 0; }
+  TokenSlotAllocator& window_allocator();
+  ReqToTokenPool& window_table();
+  const ReqToTokenPool& window_table() const;
+  // The first position, rounded down to a page, that a query at position `len` sees.
+  int window_start_of(int len) const;
+  // Gives back request `req`'s window slots that no query after its first `len` tokens sees,
+  // keeping those that prefixes ending at its last two page boundaries need (the prefix cache
+  // may resume there: a request repeating a prompt matches up to the page before its last
+  // token). Call it only when no pass still in flight reads them.
+  void trim_window(int req, int len);
+
  private:
+  struct Window {
+    int size;
+    ReqToTokenPool table;  // rows shared with req_to_token_; 0 = no slot (given back)
+    TokenSlotAllocator allocator;
+    std::vector<int> first_held;  // per row: positions below this have no window slot
+  };
   ReqToTokenPool req_to_token_;
   TokenSlotAllocator allocator_;
+  std::unique_ptr<Window> window_;
 };
 
 }  // namespace strata

@@ -37,6 +37,7 @@ struct ServeFlags {
   int chunked_prefill_size = 8192;
   bool enable_mixed_chunk = false;
   bool disable_radix_cache = false;
+  bool disable_hybrid_swa_memory = false;
   double schedule_conservativeness = 1.0;
   int http_threads = 256;
   std::string api_key;
@@ -222,6 +223,12 @@ int run(const ServeFlags& f) {
     options = f.model.runner_options(&config);
     options.max_running_requests = f.max_running_requests;
     options.radix_cache = !f.disable_radix_cache;
+    // The window space of sliding layers is sized from the most tokens a pass adds: a prefill
+    // chunk and a decode token per running request (--enable-mixed-chunk). Without chunking a
+    // pass has no such bound, and the sliding layers stay in the full space.
+    options.hybrid_swa_memory = !f.disable_hybrid_swa_memory;
+    options.max_pass_tokens =
+        f.chunked_prefill_size > 0 ? f.chunked_prefill_size + f.max_running_requests : 0;
     for (auto& p : options.problems(config)) problems.push_back(std::move(p));
   } catch (const Error& e) {
     problems.push_back(e.what());
@@ -267,6 +274,7 @@ int run(const ServeFlags& f) {
                     {"chunked_prefill_size", f.chunked_prefill_size},
                     {"enable_mixed_chunk", f.enable_mixed_chunk},
                     {"disable_radix_cache", f.disable_radix_cache},
+                    {"disable_hybrid_swa_memory", f.disable_hybrid_swa_memory},
                     {"schedule_conservativeness", f.schedule_conservativeness},
                     {"random_seed", f.model.seed},
                     {"log_level", f.log_level},
@@ -302,6 +310,9 @@ int run(const ServeFlags& f) {
       runner.memory().allocator().usable_pages() * runner.memory().allocator().page_size(),
       runner.memory().allocator().usable_pages(), runner.memory().allocator().page_size(),
       runner.max_context_len(), f.max_running_requests);
+  if (runner.memory().has_window_space())
+    log::info("sliding-window layers keep their last {} positions in a window space of {} slots",
+              runner.memory().window(), runner.memory().window_allocator().num_slots());
   Scheduler scheduler(runner, sched);
   if (codec) {
     scheduler.set_detokenizer([&codec](bool skip) { return codec->stream(skip); });
@@ -374,6 +385,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--enable-mixed-chunk", flags->enable_mixed_chunk,
                 "decode running requests in the same pass as a prefill chunk");
   cmd->add_flag("--disable-radix-cache", flags->disable_radix_cache, "turn the prefix cache off");
+  cmd->add_flag("--disable-hybrid-swa-memory", flags->disable_hybrid_swa_memory,
+                "keep sliding-window layers' KV for every position (default: only their window, "
+                "in a second slot space)");
   cmd->add_option("--schedule-conservativeness", flags->schedule_conservativeness,
                   "> 1 keeps more memory for running requests; < 1 admits more");
   cmd->add_option("--http-threads", flags->http_threads,

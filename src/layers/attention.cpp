@@ -75,7 +75,9 @@ GQAAttention::GQAAttention(ParamLoader& w, const std::string& prefix, const Atte
 }
 
 KVLayerLayout GQAAttention::kv_layout() const {
-  return KVLayerLayout{opt_.num_kv_heads, opt_.head_dim, opt_.head_dim, false};
+  KVLayerLayout l{opt_.num_kv_heads, opt_.head_dim, opt_.head_dim, false};
+  l.sliding_window = opt_.sliding_window;
+  return l;
 }
 
 Tensor GQAAttention::attend(const Tensor& x, ForwardContext& ctx) const {

@@ -39,6 +39,15 @@ const std::vector<CapabilityRow>& capability_table() {
        {"cpu", "cuda"},
        "state snapshots every --mamba-track-interval prompt tokens besides no_buffer's, where "
        "the scheduler cuts prefill chunks, copied between state-pool slots"},
+      // Sliding-window layers in TokenMemory's window space (RunnerOptions::window_space). The
+      // CUDA attention backend mirrors the window table and writes window rows, but that path
+      // has not run on a GPU yet: on cuda the sliding layers keep every position.
+      {"kv_window_space",
+       "--disable-hybrid-swa-memory",
+       "window",
+       {"cpu"},
+       "sliding-window layers keep only the positions their window sees, in a second slot "
+       "space"},
   };
   return kTable;
 }

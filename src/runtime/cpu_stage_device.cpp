@@ -22,8 +22,8 @@ class CpuStageDevice : public StageDevice {
   std::string describe() const override { return "cpu"; }
   Memory memory_kind() const override { return Memory::Host; }
 
-  int64_t plan_kv_slots(const std::map<int, KVLayerLayout>&, int64_t requested,
-                        int64_t cap) override {
+  int64_t plan_kv_slots(const std::map<int, KVLayerLayout>&, int64_t requested, int64_t cap,
+                        int64_t) override {
     return requested > 0 ? requested : cap;
   }
 
@@ -31,9 +31,12 @@ class CpuStageDevice : public StageDevice {
     attention_.reset();
     pool_.reset();
     if (layouts.empty()) return;
-    pool_ = std::make_unique<KVPool>(with_dtype(layouts, DType::F32),
-                                     memory.allocator().num_slots(), *ops_);
-    attention_ = make_cpu_attention_backend(pool_.get(), &memory.req_to_token());
+    const bool window = memory.has_window_space();
+    pool_ =
+        std::make_unique<KVPool>(with_dtype(layouts, DType::F32), memory.allocator().num_slots(),
+                                 *ops_, window ? memory.window_allocator().num_slots() : 0);
+    attention_ = make_cpu_attention_backend(pool_.get(), &memory.req_to_token(),
+                                            window ? &memory.window_table() : nullptr);
   }
   AttentionBackend* attention() override { return attention_.get(); }
   KVPool* host_kv_pool() override { return pool_.get(); }

@@ -134,6 +134,25 @@ int RunnerOptions::resolved_max_context_len(const ModelConfig& config) const {
                                               : 32768;
 }
 
+WindowSpace RunnerOptions::window_space(const std::map<int, KVLayerLayout>& layouts,
+                                        int max_context_len, int64_t full_slots) const {
+  int window = 0;
+  for (const auto& [_, l] : layouts) window = std::max(window, l.sliding_window);
+  window = std::min(window, max_context_len);
+  if (!hybrid_swa_memory || window == 0 || max_pass_tokens <= 0 ||
+      check_capability("kv_window_space", "window", device))
+    return {};
+  // Between passes a running request holds the window slots from the window of the page
+  // boundary before its last one (TokenMemory::trim_window: under window + 4 pages with the
+  // rounding); during a pass, its new tokens too (at most max_pass_tokens over the pass, plus
+  // a page each). The prefix cache's window pages are evicted before a request goes short,
+  // so the space never runs out.
+  const int64_t r = max_running_requests, p = page_size;
+  const int64_t slots = r * (window + 5 * p) + max_pass_tokens;
+  if (slots >= full_slots) return {};
+  return WindowSpace{window, slots};
+}
+
 ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options)
     : config_(config), options_(options), stage_(options.stage.value_or(StagePlan::whole(config))) {
   options.validate(config);
@@ -187,9 +206,17 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
   const auto layouts = model_->kv_layouts();
   const int64_t natural_slots = std::min<int64_t>(
       int64_t{options.max_running_requests} * max_context_len_, kDefaultMaxTotalTokens);
-  const int64_t slots = device_->plan_kv_slots(layouts, options.max_total_tokens, natural_slots);
+  // With a window space, the sliding layers' rows are sized first and the full layers take
+  // what the budget leaves; a window space no smaller than the full one is dropped.
+  WindowSpace window = options.window_space(layouts, max_context_len_, natural_slots);
+  int64_t slots =
+      device_->plan_kv_slots(layouts, options.max_total_tokens, natural_slots, window.num_slots);
+  if (window.num_slots > 0 && window.num_slots >= slots) {
+    window = {};
+    slots = device_->plan_kv_slots(layouts, options.max_total_tokens, natural_slots, 0);
+  }
   memory_ = std::make_unique<TokenMemory>(options.max_running_requests, max_context_len_, slots,
-                                          options.page_size);
+                                          options.page_size, window);
   device_->attach(layouts, *memory_);
   mamba_strategy_ = options.resolved_mamba_strategy();
   if (stage_.is_last) {
@@ -206,9 +233,14 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
 ModelRunner::~ModelRunner() = default;
 
 std::string ModelRunner::describe() const {
-  return fmt::format("{}: layers [{}, {}) of {}, {:.2f} GiB of weights, {} KV slots",
+  const std::string window =
+      memory_->has_window_space()
+          ? fmt::format(" (+ {} window slots for the sliding layers' last {} positions)",
+                        memory_->window_allocator().num_slots(), memory_->window())
+          : "";
+  return fmt::format("{}: layers [{}, {}) of {}, {:.2f} GiB of weights, {} KV slots{}",
                      device_->describe(), stage_.start_layer, stage_.end_layer, config_.num_layers,
-                     weight_bytes_ / double(1 << 30), memory_->allocator().num_slots());
+                     weight_bytes_ / double(1 << 30), memory_->allocator().num_slots(), window);
 }
 
 PassOutput ModelRunner::run_pass(const ForwardBatch& batch, const PassKind& kind) {

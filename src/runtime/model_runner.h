@@ -49,6 +49,13 @@ struct RunnerOptions {
   // state snapshots in the state pool, which is sized for them, and the Mamba cache flags are
   // validated for it.
   bool radix_cache = false;
+  // Sliding-window layers keep only their window in a second slot space (TokenMemory's
+  // WindowSpace; SGLang's hybrid SWA memory; --disable-hybrid-swa-memory turns it off). It
+  // is sized from the most tokens one pass adds (`max_pass_tokens`: the scheduler's chunked
+  // prefill size plus a decode token per running request); 0 (offline generation, whose
+  // passes have no such bound) leaves the sliding layers in the full space.
+  bool hybrid_swa_memory = true;
+  int64_t max_pass_tokens = 0;
 
   // Everything that can be checked before weights load; throws one Error listing all problems.
   void validate(const ModelConfig& config) const;
@@ -63,6 +70,10 @@ struct RunnerOptions {
   std::string resolved_mamba_strategy() const;
   // max_context_len, or the model's max_position_embeddings (32768 when it has none).
   int resolved_max_context_len(const ModelConfig& config) const;
+  // The window space for KV layers `layouts` (no slots when it is off or would not be
+  // smaller than the full space of `full_slots`).
+  WindowSpace window_space(const std::map<int, KVLayerLayout>& layouts, int max_context_len,
+                           int64_t full_slots) const;
 };
 
 class ModelRunner {

@@ -23,7 +23,9 @@ Scheduler::Scheduler(ModelRunner& runner, const SchedulerOptions& options)
       page_size_(memory_.allocator().page_size()),
       new_token_ratio_(options.init_new_token_ratio) {
   if (!options.disable_radix_cache)
-    cache_ = std::make_unique<RadixCache>(memory_.allocator(), states_);
+    cache_ = std::make_unique<RadixCache>(
+        memory_.allocator(), states_,
+        memory_.has_window_space() ? &memory_.window_allocator() : nullptr, memory_.window());
   if (options.overlap_grammar_masks) mask_worker_ = std::make_unique<MaskWorker>();
   extra_buffer_ = runner.mamba_radix_cache_strategy() == "extra_buffer";
   track_interval_ = runner.options().mamba_track_interval;
@@ -122,11 +124,19 @@ int64_t Scheduler::available_pages() const {
   return memory_.allocator().free_pages() + (cache_ ? cache_->evictable_pages() : 0);
 }
 
-// Makes `pages` free pages exist, evicting cached prefixes if needed.
-bool Scheduler::reserve_pages(int64_t pages) {
+// Makes the pages r's next `n` tokens take free, evicting cached prefixes if needed; with a
+// window space also its window pages, evicting the tree's window pages if needed (after r
+// gave back the window slots its next queries cannot see).
+bool Scheduler::reserve_pages(const Req& r, int n) {
+  const int64_t pages = memory_.pages_needed(r.cached, r.cached + n);
   const int64_t missing = pages - memory_.allocator().free_pages();
   if (missing > 0 && cache_) cache_->evict(missing);
-  return memory_.allocator().free_pages() >= pages;
+  if (memory_.allocator().free_pages() < pages) return false;
+  if (!memory_.has_window_space()) return true;
+  memory_.trim_window(r.row, r.cached);
+  const int64_t window_missing = pages - memory_.window_allocator().free_pages();
+  if (window_missing > 0 && cache_) cache_->evict_window(window_missing);
+  return memory_.window_allocator().free_pages() >= pages;
 }
 
 void Scheduler::finish(Req& r, const std::string& reason) {
@@ -201,7 +211,9 @@ int Scheduler::try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Re
     STRATA_CHECK(r.state_slot >= 0, "admitted request {} has no state slot", r.id);
     if (match.state_slot >= 0) states_->copy(match.state_slot, r.state_slot);
   }
-  if (match.length > 0) memory_.share_prefix(row, match.slots.data(), match.length);
+  if (match.length > 0)
+    memory_.share_prefix(row, match.slots.data(), match.length,
+                         match.window_slots.empty() ? nullptr : match.window_slots.data());
   r.locked = cache_ ? match.last : nullptr;
   r.cached = match.length;
   r.prefill_end = len;
@@ -213,7 +225,7 @@ int Scheduler::try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Re
     totals_.cached_prompt_tokens += match.length;
   }
   const int n = prefill_chunk(r, budget);
-  STRATA_CHECK(reserve_pages(memory_.pages_needed(r.cached, r.cached + n)) &&
+  STRATA_CHECK(reserve_pages(r, n) &&
                    append_extend(batch, memory_, r.row, r.state_slot, r.tokens, r.cached, n),
                "admitted request {} has no room", r.id);
   r.cached += n;
@@ -263,7 +275,7 @@ std::vector<RequestOutput> Scheduler::step() {
   for (auto& r : running_) {
     if (!r->prefilling() || budget <= 0) continue;
     const int n = prefill_chunk(*r, budget);
-    if (!reserve_pages(memory_.pages_needed(r->cached, r->cached + n))) break;
+    if (!reserve_pages(*r, n)) break;
     append_extend(batch, memory_, r->row, r->state_slot, r->tokens, r->cached, n);
     r->cached += n;
     budget -= n;
@@ -285,7 +297,7 @@ std::vector<RequestOutput> Scheduler::step() {
     for (auto& r : running_) {
       if (r->prefilling() || std::find(members.begin(), members.end(), r.get()) != members.end())
         continue;
-      if (!reserve_pages(memory_.pages_needed(r->cached, r->cached + 1))) {
+      if (!reserve_pages(*r, 1)) {
         STRATA_CHECK(prefill, "decode of request {} does not fit after retraction", r->id);
         continue;  // mixed: this one waits for the next pure decode step
       }
@@ -342,6 +354,10 @@ std::vector<RequestOutput> Scheduler::step() {
   int raw_row = 0;
   for (size_t b = 0; b < members.size(); ++b) {
     Req& r = *members[b];
+    // The window slots no later query sees go back now, not at the request's next pass: a
+    // request holds about a window of them between passes (what the window space is sized
+    // for).
+    if (r.row >= 0) memory_.trim_window(r.row, r.cached);
     const bool prefill_pass = r.cached <= r.prefill_end;  // not a decode step
     if (caches_states() && prefill_pass && at_checkpoint(r)) checkpoint(r);
     if (r.prefilling()) continue;

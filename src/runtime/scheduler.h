@@ -136,7 +136,7 @@ class Scheduler {
  private:
   struct Req;
   int64_t available_pages() const;
-  bool reserve_pages(int64_t pages);
+  bool reserve_pages(const Req& r, int n);
   int try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Req*>& members);
   void retract_until_decode_fits();
   // What r's next draw needs in the pass: its sampling row, logit edits, logprobs, raw row,

@@ -7,6 +7,11 @@
 
 namespace strata {
 
+// The window slots of request row `row` for the prefix cache (null without a window space).
+static const int32_t* window_row(TokenMemory& memory, int row) {
+  return memory.has_window_space() ? memory.window_table().row(row) : nullptr;
+}
+
 // Gives the KV a request holds back: computed tokens go to the prefix cache, which keeps
 // them while memory allows, and the request's own references and row are dropped.
 void Scheduler::release(Req& r) {
@@ -16,7 +21,8 @@ void Scheduler::release(Req& r) {
   } else if (caches_states()) {
     cache_final_state(r);
   } else if (cache_) {
-    cache_->insert(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached);
+    cache_->insert(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached,
+                   window_row(memory_, r.row));
   }
   if (cache_ && r.locked) cache_->unlock(r.locked);
   memory_.release(r.row, r.cached);
@@ -35,7 +41,8 @@ void Scheduler::release(Req& r) {
 // (Hybrid models share prompts through checkpoint() instead.)
 void Scheduler::share_prompt(Req& r) {
   if (!cache_ || states_) return;
-  cache_->insert(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached);
+  cache_->insert(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached,
+                 window_row(memory_, r.row));
   relock(r, r.cached);
 }
 
@@ -43,7 +50,7 @@ void Scheduler::share_prompt(Req& r) {
 // the tree, instead of the path it locked before: locked pages are not counted as evictable,
 // since evicting them would free nothing while the request holds them.
 void Scheduler::relock(Req& r, int len) {
-  RadixCache::Match m = cache_->match_prefix(r.tokens.data(), len);
+  RadixCache::Match m = cache_->match_prefix(r.tokens.data(), len, /*resumable_window=*/false);
   cache_->lock(m.last);
   if (r.locked) cache_->unlock(r.locked);
   r.locked = m.last;
@@ -87,8 +94,8 @@ void Scheduler::checkpoint(Req& r) {
   const int slot = take_state_slot(nullptr, false);
   if (slot < 0) return;
   states_->copy(r.state_slot, slot);
-  if (!cache_->insert_with_state(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached,
-                                 slot))
+  if (!cache_->insert_with_state(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached, slot,
+                                 window_row(memory_, r.row)))
     states_->free(slot);  // the tree already has this prefix's state
   relock(r, r.cached);
 }
@@ -113,7 +120,8 @@ void Scheduler::cache_final_state(Req& r) {
     slot = &r.track_slot;
   }
   if (len > 0 && *slot >= 0 &&
-      cache_->insert_with_state(r.tokens.data(), memory_.req_to_token().row(r.row), len, *slot))
+      cache_->insert_with_state(r.tokens.data(), memory_.req_to_token().row(r.row), len, *slot,
+                                window_row(memory_, r.row)))
     *slot = -1;  // the tree owns it now
 }
 }  // namespace strata

@@ -40,8 +40,10 @@ class StageDevice {
 
   // KV slots to build the pool with once the weights are resident: `requested` (0: as many
   // as the device's memory budget allows, at most `cap`). Fails when `requested` does not fit.
+  // With `window_slots` > 0 the sliding-window layers take that many rows first (the window
+  // space) and the slots counted are the other layers'.
   virtual int64_t plan_kv_slots(const std::map<int, KVLayerLayout>& layouts, int64_t requested,
-                                int64_t cap) = 0;
+                                int64_t cap, int64_t window_slots) = 0;
   // Bytes the stage may still take for its caches under --mem-fraction-static (what
   // plan_kv_slots sizes the KV pool from); negative: no fixed budget (host memory).
   virtual double cache_budget_bytes() { return -1.0; }

@@ -200,6 +200,7 @@ void handle_generate(ServerContext& ctx, const httplib::Request& req, httplib::R
           return true;
         },
         watch.get());
+    registered->release();
     if (!whole) return client_gone(res);
     json out = json::array();
     for (auto& a : *answers) out.push_back(std::move(a.reply));
@@ -214,6 +215,7 @@ void handle_generate(ServerContext& ctx, const httplib::Request& req, httplib::R
           return sse_send(sink, update(k, o).dump());
         },
         watch.get());
+    registered->release();  // before [DONE]: the client may name the rid again at once
     if (whole) sse_send(sink, "[DONE]");
   });
 }

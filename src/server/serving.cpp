@@ -237,6 +237,10 @@ RidRegistry::Registration::Registration(RidRegistry& registry, const std::vector
 }
 
 RidRegistry::Registration::~Registration() {
+  release();
+}
+
+void RidRegistry::Registration::release() {
   std::lock_guard<std::mutex> lock(registry_.mu_);
   for (const auto& [rid, id] : entries_) {
     auto [first, last] = registry_.ids_.equal_range(rid);
@@ -246,6 +250,7 @@ RidRegistry::Registration::~Registration() {
         break;
       }
   }
+  entries_.clear();
 }
 
 std::vector<uint64_t> RidRegistry::find(const std::string& rid, bool all) const {

@@ -54,6 +54,9 @@ class RidRegistry {
     Registration(RidRegistry& registry, const std::vector<std::string>& rids,
                  const std::vector<std::shared_ptr<RequestStream>>& streams);
     ~Registration();
+    // Forgets the names now (idempotent): once a request's answer has ended, an abort naming
+    // it finds nothing, even while the connection that carried it is still being closed.
+    void release();
     Registration(const Registration&) = delete;
     Registration& operator=(const Registration&) = delete;
 

@@ -7,9 +7,11 @@
 namespace strata {
 
 CudaAttentionBackend::CudaAttentionBackend(KVPool* pool, const ReqToTokenPool* host_table,
-                                           cudaStream_t stream)
+                                           cudaStream_t stream,
+                                           const ReqToTokenPool* host_window_table)
     : pool_(pool),
       host_table_(host_table),
+      host_window_table_(host_window_table),
       stream_(stream),
       max_requests_(host_table->max_requests()),
       max_context_len_(host_table->max_context_len()) {
@@ -17,6 +19,12 @@ CudaAttentionBackend::CudaAttentionBackend(KVPool* pool, const ReqToTokenPool* h
       static_cast<size_t>(max_requests_) * max_context_len_ * sizeof(int32_t);
   req_to_token_.ensure(table_bytes);
   STRATA_CUDA_CHECK(cudaMemset(req_to_token_.data(), 0, table_bytes));
+  STRATA_CHECK(pool_->window_slots() == 0 || host_window_table_ != nullptr,
+               "a KV pool with a window space needs the window table");
+  if (host_window_table_) {
+    window_table_.ensure(table_bytes);
+    STRATA_CUDA_CHECK(cudaMemset(window_table_.data(), 0, table_bytes));
+  }
   for (int id : pool_->layer_ids()) max_lv_ = std::max(max_lv_, pool_->layout(id).v_head_dim);
   STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
 }
@@ -27,9 +35,10 @@ CudaAttentionBackend::~CudaAttentionBackend() {
 }
 
 void CudaAttentionBackend::reset_table() {
-  STRATA_CUDA_CHECK(cudaMemsetAsync(
-      req_to_token_.data(), 0,
-      static_cast<size_t>(max_requests_) * max_context_len_ * sizeof(int32_t), stream_));
+  const size_t bytes = static_cast<size_t>(max_requests_) * max_context_len_ * sizeof(int32_t);
+  STRATA_CUDA_CHECK(cudaMemsetAsync(req_to_token_.data(), 0, bytes, stream_));
+  if (host_window_table_)
+    STRATA_CUDA_CHECK(cudaMemsetAsync(window_table_.data(), 0, bytes, stream_));
 }
 
 Tensor CudaAttentionBackend::ints(int64_t offset, int64_t n) const {
@@ -52,9 +61,9 @@ void CudaAttentionBackend::mark_queued() {
 }
 
 void CudaAttentionBackend::reserve(int max_tokens, int max_batch, int num_q_heads) {
-  // The metadata layout of stage(): ids, positions, slots (per token), rows, prefixes,
-  // offsets (+1), last rows, sampling rows (per request).
-  const size_t count = 3 * static_cast<size_t>(max_tokens) +
+  // The metadata layout of stage(): ids, positions, slots, window slots (per token), rows,
+  // prefixes, offsets (+1), last rows, sampling rows (per request).
+  const size_t count = 4 * static_cast<size_t>(max_tokens) +
                        (4 + kSamplingRowInts) * static_cast<size_t>(max_batch) + 1;
   ensure_staging(count);
   meta_.ensure(count * sizeof(int32_t));
@@ -80,15 +89,11 @@ std::vector<const void*> CudaAttentionBackend::buffer_signature() const {
   // staging buffer) must not be replayed over the new one: the driver crashes in
   // cudaGraphLaunch. The sizes only ever grow, so a regrown buffer always changes them.
   auto size = [](size_t bytes) { return reinterpret_cast<const void*>(bytes); };
-  return {req_to_token_.data(),
-          size(req_to_token_.bytes()),
-          meta_.data(),
-          size(meta_.bytes()),
-          staging_,
-          size(staging_capacity_),
-          partial_out_.data(),
-          size(partial_out_.bytes()),
-          partial_lse_.data(),
+  return {req_to_token_.data(),       size(req_to_token_.bytes()),
+          window_table_.data(),       meta_.data(),
+          size(meta_.bytes()),        staging_,
+          size(staging_capacity_),    partial_out_.data(),
+          size(partial_out_.bytes()), partial_lse_.data(),
           size(partial_lse_.bytes())};
 }
 
@@ -139,7 +144,9 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   mask_ints_ = batch.token_mask_ints();
   off_mask_rows_ = off_edits_ + static_cast<int64_t>(edit_capacity_) * kLogitEditInts;
   off_masks_ = off_mask_rows_ + mask_capacity_;
-  off_zero_ = off_masks_ + mask_capacity_ * mask_ints_;
+  // The new tokens' window slots (as TokenMemory::extend put them in the host window table).
+  off_window_loc_ = off_masks_ + mask_capacity_ * mask_ints_;
+  off_zero_ = off_window_loc_ + (host_window_table_ ? t : 0);
   off_shared_offsets_ = off_zero_ + b;
   off_shared_ = off_shared_offsets_ + b + 1;
   int64_t shared_total = 0;
@@ -149,8 +156,11 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
       shared_total += batch.prefix_lens[i];
       max_shared_ = std::max(max_shared_, batch.prefix_lens[i]);
     }
-  const size_t count = static_cast<size_t>(
-      batch.mode == ForwardMode::Extend ? off_shared_ + shared_total : off_zero_);
+  off_window_shared_ = off_shared_ + shared_total;
+  const size_t count =
+      static_cast<size_t>(batch.mode == ForwardMode::Extend
+                              ? off_window_shared_ + (host_window_table_ ? shared_total : 0)
+                              : off_zero_);
   // The previous pass may still read the staging buffer through its copy: wait for it, for
   // a bounded time (in a pipeline stage that pass may wait on a transfer from another process).
   if (!marked_) STRATA_CUDA_CHECK(cudaEventRecord(queued_, stream_));
@@ -173,14 +183,25 @@ void CudaAttentionBackend::stage(const ForwardBatch& batch) {
   batch.pack_state_seqs(staging_ + off_state_seqs_);
   batch.pack_logit_edits(staging_ + off_edits_, edit_capacity_);
   batch.pack_token_masks(staging_ + off_mask_rows_, staging_ + off_masks_, mask_capacity_);
+  if (host_window_table_)
+    for (int i = 0; i < b; ++i) {
+      const int32_t* row = host_window_table_->row(batch.req_pool_indices[i]);
+      std::copy_n(row + batch.prefix_lens[i], batch.extend_lens[i],
+                  staging_ + off_window_loc_ + offsets[i]);
+    }
   if (batch.mode == ForwardMode::Extend) {
     int32_t* shared = staging_ + off_shared_;
+    int32_t* window_shared = staging_ + off_window_shared_;
     staging_[off_shared_offsets_] = 0;
     for (int i = 0; i < b; ++i) {
       staging_[off_zero_ + i] = 0;
       const int len = batch.prefix_lens[i];
       std::copy_n(host_table_->row(batch.req_pool_indices[i]), len, shared);
       shared += len;
+      if (host_window_table_) {
+        std::copy_n(host_window_table_->row(batch.req_pool_indices[i]), len, window_shared);
+        window_shared += len;
+      }
       staging_[off_shared_offsets_ + i + 1] = staging_[off_shared_offsets_ + i] + len;
     }
   }
@@ -200,6 +221,14 @@ void CudaAttentionBackend::upload() {
                                req_to_token_.as<int32_t>(), max_context_len_, stream_);
   cuda::scatter_req_to_token(m + off_req_, m + off_prefix_, m + off_offsets_, m + off_loc_,
                              batch_size_, max_extend_, req_to_token_.as<int32_t>(),
+                             max_context_len_, stream_);
+  if (!host_window_table_) return;
+  if (mode_ == ForwardMode::Extend && max_shared_ > 0)
+    cuda::scatter_req_to_token(m + off_req_, m + off_zero_, m + off_shared_offsets_,
+                               m + off_window_shared_, batch_size_, max_shared_,
+                               window_table_.as<int32_t>(), max_context_len_, stream_);
+  cuda::scatter_req_to_token(m + off_req_, m + off_prefix_, m + off_offsets_, m + off_window_loc_,
+                             batch_size_, max_extend_, window_table_.as<int32_t>(),
                              max_context_len_, stream_);
 }
 
@@ -245,12 +274,18 @@ void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const 
   kv.k_head_dim = layout.k_head_dim;
   kv.v_head_dim = layout.v_head_dim;
   const int32_t* m = meta_.as<int32_t>();
-  cuda::store_kv(k, k_stride, layout.v_in_k ? nullptr : v, v_stride, m + off_loc_, num_tokens_,
-                 layout.k_width(), layout.v_width(), k_rows, layout.k_width(), v_rows,
-                 layout.v_row_stride(), stream_);
+  // Sliding layers in the window space: their rows are window slots, through the window table.
+  const bool windowed = pool_->in_window_space(call.layer_id);
+  STRATA_CHECK(!windowed || call.sliding_window > 0,
+               "layer {} keeps only a window of positions but attends to all of them",
+               call.layer_id);
+  cuda::store_kv(k, k_stride, layout.v_in_k ? nullptr : v, v_stride,
+                 m + (windowed ? off_window_loc_ : off_loc_), num_tokens_, layout.k_width(),
+                 layout.v_width(), k_rows, layout.k_width(), v_rows, layout.v_row_stride(),
+                 stream_);
 
   cuda::PagedBatch pb;
-  pb.req_to_token = req_to_token_.as<int32_t>();
+  pb.req_to_token = windowed ? window_table_.as<int32_t>() : req_to_token_.as<int32_t>();
   pb.req_to_token_stride = max_context_len_;
   pb.req_pool_indices = m + off_req_;
   pb.prefix_lens = m + off_prefix_;

@@ -17,8 +17,10 @@ class CudaAttentionBackend : public AttentionBackend {
  public:
   // `host_table`: the host request -> slot table the scheduler writes; prefixes it shares
   // into a request's row (prefix-cache hits) are copied to the device mirror at the request's
-  // next extend.
-  CudaAttentionBackend(KVPool* pool, const ReqToTokenPool* host_table, cudaStream_t stream);
+  // next extend. `host_window_table`: the window space's table (TokenMemory::window_table())
+  // when the pool keeps sliding layers there, mirrored the same way; null otherwise.
+  CudaAttentionBackend(KVPool* pool, const ReqToTokenPool* host_table, cudaStream_t stream,
+                       const ReqToTokenPool* host_window_table = nullptr);
   ~CudaAttentionBackend() override;
   std::string name() const override { return "cuda"; }
   void prepare(const ForwardBatch& batch) override;  // stage() then upload()
@@ -90,15 +92,17 @@ class CudaAttentionBackend : public AttentionBackend {
 
   KVPool* pool_;
   const ReqToTokenPool* host_table_;
+  const ReqToTokenPool* host_window_table_;
   cudaStream_t stream_;
   int max_requests_, max_context_len_;
   cuda::DeviceBuffer req_to_token_;  // [max_requests, max_context_len] int32
+  cuda::DeviceBuffer window_table_;  // the same for the window space (when there is one)
   cuda::DeviceBuffer meta_;          // the batch's int32 arrays, one upload
   int32_t* staging_ = nullptr;       // pinned host copy of meta_
   size_t staging_capacity_ = 0, staged_count_ = 0;
   int64_t off_ids_ = 0, off_pos_ = 0, off_loc_ = 0, off_req_ = 0, off_prefix_ = 0, off_offsets_ = 0,
           off_last_ = 0, off_sampling_ = 0, off_state_seqs_ = 0, off_edits_ = 0, off_zero_ = 0,
-          off_shared_offsets_ = 0, off_shared_ = 0;
+          off_shared_offsets_ = 0, off_shared_ = 0, off_window_loc_ = 0, off_window_shared_ = 0;
   int edit_capacity_ = 0;  // logit edits staged (a power of two, or 0)
   int64_t off_mask_rows_ = 0, off_masks_ = 0, mask_ints_ = 0;
   int mask_capacity_ = 0;  // grammar-masked rows staged (a power of two, or 0)

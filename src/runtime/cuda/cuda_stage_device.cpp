@@ -65,15 +65,21 @@ class CudaStageDevice : public StageDevice {
            static_cast<double>(total_bytes - free_bytes);
   }
 
-  int64_t plan_kv_slots(const std::map<int, KVLayerLayout>& layouts, int64_t requested,
-                        int64_t cap) override {
+  int64_t plan_kv_slots(const std::map<int, KVLayerLayout>& layouts, int64_t requested, int64_t cap,
+                        int64_t window_slots) override {
     STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
     size_t free_bytes = 0, total_bytes = 0;
     STRATA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const double used = static_cast<double>(total_bytes - free_bytes);
-    const double budget = options_.mem_fraction_static * total_bytes - used;
-    const size_t per_slot =
-        std::max<size_t>(KVPool::bytes_per_slot(with_dtype(layouts, kKVDType)), 1);
+    // The window space's rows first (the sliding layers, window_slots each), then full slots.
+    const auto full = window_slots > 0 ? KVPool::in_space(layouts, false) : layouts;
+    const size_t window_bytes =
+        window_slots > 0
+            ? KVPool::bytes_per_slot(with_dtype(KVPool::in_space(layouts, true), kKVDType))
+            : 0;
+    const double budget = options_.mem_fraction_static * total_bytes - used -
+                          static_cast<double>(window_slots) * window_bytes;
+    const size_t per_slot = std::max<size_t>(KVPool::bytes_per_slot(with_dtype(full, kKVDType)), 1);
     if (budget <= 0)
       fail(
           "--mem-fraction-static {} leaves no room for the KV cache: {:.2f} GiB of the GPU's "
@@ -96,10 +102,11 @@ class CudaStageDevice : public StageDevice {
     attention_.reset();
     // Even a stage without attention layers uses the backend: it stages every pass's
     // metadata (ids, positions, rows) on the device.
+    const bool window = memory.has_window_space();
     pool_ = std::make_unique<KVPool>(with_dtype(layouts, kKVDType), memory.allocator().num_slots(),
-                                     *ops_);
-    attention_ =
-        std::make_unique<CudaAttentionBackend>(pool_.get(), &memory.req_to_token(), stream_);
+                                     *ops_, window ? memory.window_allocator().num_slots() : 0);
+    attention_ = std::make_unique<CudaAttentionBackend>(
+        pool_.get(), &memory.req_to_token(), stream_, window ? &memory.window_table() : nullptr);
     attention_->set_wait_timeout(wait_timeout_s_);
     max_requests_ = memory.req_to_token().max_requests();
   }
