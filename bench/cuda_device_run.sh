@@ -5,6 +5,7 @@
 # families: gpt-oss-20b (and FAMILY_CONFIGS) decode at batch 1/8/64, 1024 in, dummy weights, and
 # transformers on the same GPU.
 # schema: serving decode with and without a JSON schema (structured output's masks on the GPU),
+# masks overlapped with the forward or not, and jump-forward on a schema with long keys;
 # Llama-3.1-8B shape with the vendored llama3 tokenizer.
 # hybrid: Nemotron-3-Nano-30B-A3B's shape (NemotronH: Mamba2 + MoE + 6 attention layers), dummy
 # weights: decode at batch 1/8/64 (1024 in), prefill 8 x 4096, the Mamba2 kernels alone, and
@@ -73,20 +74,39 @@ if [ "$what" = bench ] || [ "$what" = serving ] || [ "$what" = all ]; then
 fi
 
 if [ "$what" = schema ]; then
-  # The same serving shape as above (1024 in, 256 out, 64 at a time), once unconstrained and
-  # once under a JSON schema (an array of integers: long outputs, a mask every token).
+  # The same serving shape as above (1024 in, 256 out, 64 at a time): unconstrained, then under
+  # a JSON schema (an array of integers: long outputs, a mask every token) with the masks
+  # computed while the forward runs (the default), and the same with them computed before each
+  # pass (--disable-overlap-grammar-masks); then an object schema with long fixed keys without
+  # and with --enable-jump-forward. One JSON line per run in serving_schema.jsonl, each after a
+  # "# label" line.
   tok=$PWD/.devtree/tok && mkdir -p "$tok" && tar -C "$tok" -xJf tests/data/tokenizers.tar.xz llama3
-  "$bin/strata" serve --model $config --load-format dummy --device cuda --port 30124 \
-    --max-running-requests 64 --tokenizer-path "$tok/llama3" >"$OUT/serve_schema.log" 2>&1 &
-  serve_pid=$!
-  for i in $(seq 1 120); do curl -sf localhost:30124/health >/dev/null && break; sleep 1; done
-  schema='{"type": "array", "items": {"type": "integer"}}'
-  for body in '{}' "{\"sampling_params\": {\"json_schema\": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$schema")}}"; do
-    timeout 150 "$bin/strata" bench-serving --port 30124 --num-prompts 128 --random-input-len 1024 \
-      --random-output-len 256 --random-range-ratio 1 --max-concurrency 64 \
-      --extra-request-body "$body" --json | tee -a "$OUT/serving_schema.jsonl"
-  done
-  kill $serve_pid; wait $serve_pid
+  json_text() { python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$1"; }
+  array=$(json_text '{"type": "array", "items": {"type": "integer"}}')
+  keys=$(json_text '{"type": "object", "properties": {"customer_identification_number": {"type": "integer"}, "preferred_method_of_communication": {"enum": ["electronic_mail", "telephone_call", "postal_letter"]}, "has_subscribed_to_the_weekly_newsletter": {"type": "boolean"}}, "required": ["customer_identification_number", "preferred_method_of_communication", "has_subscribed_to_the_weekly_newsletter"], "additionalProperties": false}')
+  # serve_and_bench FLAGS LABEL BODY [LABEL BODY ...]: one server with FLAGS, one run per body.
+  serve_and_bench() {
+    local flags=$1; shift
+    "$bin/strata" serve --model $config --load-format dummy --device cuda --port 30124 \
+      --max-running-requests 64 --tokenizer-path "$tok/llama3" $flags >>"$OUT/serve_schema.log" 2>&1 &
+    local serve_pid=$!
+    for i in $(seq 1 120); do curl -sf localhost:30124/health >/dev/null && break; sleep 1; done
+    while [ $# -gt 0 ]; do
+      echo "# $1 ($flags)" | tee -a "$OUT/serving_schema.jsonl"
+      timeout 150 "$bin/strata" bench-serving --port 30124 --num-prompts 128 --random-input-len 1024 \
+        --random-output-len 256 --random-range-ratio 1 --max-concurrency 64 \
+        --extra-request-body "$2" --json | tee -a "$OUT/serving_schema.jsonl"
+      shift 2
+    done
+    kill $serve_pid; wait $serve_pid
+  }
+  serve_and_bench "" unconstrained '{}' "array schema, overlapped masks" \
+    "{\"sampling_params\": {\"json_schema\": $array}}" "keys schema" \
+    "{\"sampling_params\": {\"json_schema\": $keys}}"
+  serve_and_bench --disable-overlap-grammar-masks "array schema, sequential masks" \
+    "{\"sampling_params\": {\"json_schema\": $array}}"
+  serve_and_bench --enable-jump-forward "keys schema, jump-forward" \
+    "{\"sampling_params\": {\"json_schema\": $keys}}"
   tail -3 "$OUT/serve_schema.log"
 fi
 

@@ -53,6 +53,8 @@ Harness::Harness(const std::string& fixture, const RunnerOptions& runner,
   if (codec_) {
     const TokenizerCodec* codec = codec_.get();
     scheduler_->set_detokenizer([codec](bool skip) { return codec->stream(skip); });
+    scheduler_->set_retokenizer(
+        [codec](const std::string& text) { return codec->encode(text, false); });
   }
   engine_ = std::make_unique<Engine>(*scheduler_, metrics_);
   so.port = 0;

@@ -57,6 +57,8 @@ struct ServeFlags {
   // SGLang's --grammar-backend: xgrammar, outlines and llguidance all name strata's own engine
   // (src/grammar), "none" turns structured output off.
   std::string grammar_backend = "xgrammar";
+  bool disable_overlap_grammar_masks = false;
+  bool enable_jump_forward = false;
   // SGLang's --sampling-defaults: "model" (generation_config.json's, as vLLM's
   // --generation-config auto) or "openai".
   std::string sampling_defaults = "model";
@@ -237,6 +239,8 @@ int run(const ServeFlags& f) {
   sched.chunked_prefill_size = f.chunked_prefill_size;
   sched.enable_mixed_chunk = f.enable_mixed_chunk;
   sched.disable_radix_cache = f.disable_radix_cache;
+  sched.overlap_grammar_masks = !f.disable_overlap_grammar_masks;
+  sched.enable_jump_forward = f.enable_jump_forward;
   sched.init_new_token_ratio = std::min(1.0, 0.7 * f.schedule_conservativeness);
   sched.min_new_token_ratio = std::min(1.0, 0.14 * f.schedule_conservativeness);
   sched.eos_token_ids =
@@ -281,6 +285,8 @@ int run(const ServeFlags& f) {
                     {"chat_template", f.chat_template},
                     {"skip_tokenizer_init", f.skip_tokenizer_init},
                     {"grammar_backend", f.grammar_backend},
+                    {"disable_overlap_grammar_masks", f.disable_overlap_grammar_masks},
+                    {"enable_jump_forward", f.enable_jump_forward},
                     {"sampling_defaults", f.sampling_defaults}};
   so.served_model_name =
       !f.served_model_name.empty()
@@ -300,7 +306,11 @@ int run(const ServeFlags& f) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
   for (const std::string& line : runner.startup_report(1)) log::info("{}", line);
   Scheduler scheduler(runner, sched);
-  if (codec) scheduler.set_detokenizer([&codec](bool skip) { return codec->stream(skip); });
+  if (codec) {
+    scheduler.set_detokenizer([&codec](bool skip) { return codec->stream(skip); });
+    scheduler.set_retokenizer(
+        [&codec](const std::string& text) { return codec->encode(text, false); });
+  }
   // Beyond the running and queued requests allowed, clients get a 503 with Retry-After.
   const size_t max_in_flight = f.max_queued_requests < 0
                                    ? 0
@@ -410,6 +420,12 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--grammar-backend", flags->grammar_backend,
                   "structured output: xgrammar | outlines | llguidance (all strata's own grammar "
                   "engine) | none (off)");
+  cmd->add_flag("--disable-overlap-grammar-masks", flags->disable_overlap_grammar_masks,
+                "structured output: compute each pass's grammar masks before it runs, instead of "
+                "on a worker thread while its forward runs");
+  cmd->add_flag("--enable-jump-forward", flags->enable_jump_forward,
+                "structured output: append the tokens a grammar forces (fixed keys, punctuation) "
+                "without drawing them one per pass; they are computed as an extend");
   cmd->add_option("--sampling-defaults", flags->sampling_defaults,
                   "defaults of the sampling fields a request leaves out: model "
                   "(generation_config.json's temperature, top_p, top_k, min_p, "

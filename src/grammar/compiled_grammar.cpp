@@ -62,6 +62,27 @@ bool GrammarMatcher::must_finish() const {
   return state_.size() == 1 && can_finish();
 }
 
+std::string GrammarMatcher::forced_bytes(size_t max_bytes) {
+  std::lock_guard lock(grammar_->mutex_);  // advancing fills the forest's memo tables
+  StackForest& forest = grammar_->forest_;
+  std::string forced;
+  NodeSet at = state_, next, only;
+  while (forced.size() < max_bytes && !at.empty() && at.front() != StackForest::kAccept) {
+    int byte = -1;
+    for (int b = 0; b < 256; ++b) {
+      forest.advance_set(at, static_cast<uint8_t>(b), next);
+      if (next.empty()) continue;
+      if (byte >= 0) return forced;  // a second byte: a choice, the forced run ends
+      byte = b;
+      only.swap(next);
+    }
+    if (byte < 0) break;  // a dead end (the masks never lead here)
+    forced.push_back(static_cast<char>(byte));
+    at.swap(only);
+  }
+  return forced;
+}
+
 void GrammarMatcher::fill_mask(std::span<uint32_t> words) {
   std::lock_guard lock(grammar_->mutex_);
   grammar_->masker_.fill_mask(state_, words);

@@ -45,6 +45,7 @@ class CompiledGrammar {
   std::mutex mutex_;
 };
 
+// Copyable: a copy is an independent position in the same grammar (jump-forward's probes).
 class GrammarMatcher {
  public:
   explicit GrammarMatcher(std::shared_ptr<CompiledGrammar> grammar);
@@ -59,7 +60,11 @@ class GrammarMatcher {
   bool must_finish() const;
   // Fills the allowed-token bitmask (bit t % 32 of words[t / 32]); stop tokens not included.
   void fill_mask(std::span<uint32_t> words);
+  // The bytes the grammar forces from here (a unique continuation; up to `max_bytes`), ending
+  // where it allows two bytes or may end: jump-forward appends them without drawing.
+  std::string forced_bytes(size_t max_bytes);
   const NodeSet& state() const { return state_; }
+  const TokenVocabulary& vocabulary() const { return grammar_->vocabulary(); }
   int vocabulary_size() const { return grammar_->vocabulary().size(); }
 
  private:

@@ -319,5 +319,28 @@ TEST(GrammarEngine, CompilerCachesByKindAndText) {
   EXPECT_EQ(compiler.cached(), 2u);  // failures are not cached
 }
 
+// Jump-forward's question: the bytes that are the only way on, ending at a choice or where
+// the grammar may end.
+TEST(GrammarEngine, ForcedBytesEndAtAChoice) {
+  GrammarBuilder builder;
+  const auto g =
+      test::compile_for_bytes(std::move(builder).finish(compile_regex(builder, "abc(de|df)g?")));
+  GrammarMatcher m(g);
+  EXPECT_EQ(m.forced_bytes(100), "abcd");
+  EXPECT_EQ(m.forced_bytes(2), "ab");
+  EXPECT_EQ(m.state(), GrammarMatcher(g).state());  // asking moves nothing
+  ASSERT_TRUE(m.accept_bytes("abcdf"));
+  EXPECT_EQ(m.forced_bytes(100), "");  // "g" or the end
+  const auto schema = test::compile_for_bytes(compile_json_schema(nlohmann::ordered_json::parse(
+      R"({"type": "object", "properties": {"name": {"type": "string"}, "n": {"const": 7}},
+          "required": ["name", "n"], "additionalProperties": false})")));
+  GrammarMatcher j(schema);
+  EXPECT_EQ(j.forced_bytes(100), R"({"name":")");
+  ASSERT_TRUE(j.accept_bytes(R"({"name":"x)"));
+  EXPECT_EQ(j.forced_bytes(100), "");  // more of the string, or its end
+  ASSERT_TRUE(j.accept_bytes("\""));
+  EXPECT_EQ(j.forced_bytes(100), R"(,"n":7})");
+}
+
 }  // namespace
 }  // namespace strata::grammar

@@ -1,5 +1,6 @@
 // The CPU reference device: f32 ops on host memory, the host KV pool and the CPU attention
 // backend. Passes run eagerly where they are called; the batch's arrays are the pass inputs.
+#include <cstring>
 #include <map>
 
 #include "core/error.h"
@@ -61,23 +62,18 @@ class CpuStageDevice : public StageDevice {
   }
 
   PassOutput run(const ForwardBatch& batch, const PassKind&, const PassFn& pass) override {
-    STRATA_CHECK(batch_ == &batch, "run() of a batch that was not staged");
-    ForwardContext ctx;
-    ctx.ops = ops_.get();
-    ctx.input_ids = host_ints(batch.input_ids);
-    ctx.positions = host_ints(batch.positions);
-    ctx.last_token_rows = host_ints(last_rows_);
-    ctx.sampling = Tensor::view(sampling_.data(), {batch.batch_size(), kSamplingRowInts},
-                                DType::I32, Device::host());
-    ctx.logit_edits =
-        Tensor::view(edits_.data(), {edit_capacity_, kLogitEditInts}, DType::I32, Device::host());
-    ctx.mask_rows = Tensor::view(mask_rows_.data(), {mask_capacity_}, DType::I32, Device::host());
-    ctx.token_masks =
-        Tensor::view(masks_.data(), {mask_capacity_, mask_ints_}, DType::I32, Device::host());
-    ctx.state_seqs = Tensor::view(state_seqs_.data(), {batch.batch_size(), kStateSeqInts},
-                                  DType::I32, Device::host());
-    ctx.attention = attention_.get();
+    ForwardContext ctx = context(batch);
     return pass(ctx);
+  }
+  // Passes run eagerly here, so more work for a pass is one more call with the same inputs.
+  PassOutput continue_pass(const ForwardBatch& batch, const PassFn& pass) override {
+    return run(batch, PassKind{}, pass);
+  }
+  void write(const Tensor& src, Tensor& dst) override {
+    STRATA_CHECK(src.on_host() && dst.on_host() && src.dtype() == dst.dtype() &&
+                     src.numel() == dst.numel() && src.contiguous() && dst.contiguous(),
+                 "write {} into {}", src.describe(), dst.describe());
+    std::memcpy(dst.raw(), src.raw(), src.bytes());
   }
 
   std::vector<int32_t> ids_to_host(const Tensor& ids) override {
@@ -98,6 +94,27 @@ class CpuStageDevice : public StageDevice {
   }
 
  private:
+  // The staged batch's inputs, as views of the host arrays.
+  ForwardContext context(const ForwardBatch& batch) {
+    STRATA_CHECK(batch_ == &batch, "run() of a batch that was not staged");
+    ForwardContext ctx;
+    ctx.ops = ops_.get();
+    ctx.input_ids = host_ints(batch.input_ids);
+    ctx.positions = host_ints(batch.positions);
+    ctx.last_token_rows = host_ints(last_rows_);
+    ctx.sampling = Tensor::view(sampling_.data(), {batch.batch_size(), kSamplingRowInts},
+                                DType::I32, Device::host());
+    ctx.logit_edits =
+        Tensor::view(edits_.data(), {edit_capacity_, kLogitEditInts}, DType::I32, Device::host());
+    ctx.mask_rows = Tensor::view(mask_rows_.data(), {mask_capacity_}, DType::I32, Device::host());
+    ctx.token_masks =
+        Tensor::view(masks_.data(), {mask_capacity_, mask_ints_}, DType::I32, Device::host());
+    ctx.state_seqs = Tensor::view(state_seqs_.data(), {batch.batch_size(), kStateSeqInts},
+                                  DType::I32, Device::host());
+    ctx.attention = attention_.get();
+    return ctx;
+  }
+
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<KVPool> pool_;
   std::unique_ptr<AttentionBackend> attention_;

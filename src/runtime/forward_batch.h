@@ -62,16 +62,21 @@ struct ForwardBatch {
     return mask_rows.empty() ? 0 : 2 * static_cast<int64_t>(token_masks.size() / mask_rows.size());
   }
   void pack_token_masks(int32_t* rows_out, int32_t* masks_out, int capacity) const {
-    const int64_t ints = token_mask_ints();
+    pack_masks(mask_rows, token_masks, rows_out, masks_out, capacity);
+  }
+  // The same for any rows and masks (the grammar masks a pass gets after its forward).
+  static void pack_masks(const std::vector<int32_t>& rows, const std::vector<uint64_t>& masks,
+                         int32_t* rows_out, int32_t* masks_out, int capacity) {
+    const int64_t ints = rows.empty() ? 0 : 2 * static_cast<int64_t>(masks.size() / rows.size());
     for (int i = 0; i < capacity; ++i) {
-      const bool used = i < static_cast<int>(mask_rows.size());
-      rows_out[i] = used ? mask_rows[i] : -1;
+      const bool used = i < static_cast<int>(rows.size());
+      rows_out[i] = used ? rows[i] : -1;
       int32_t* m = masks_out + i * ints;
       if (!used) {
         std::fill(m, m + ints, 0);
         continue;
       }
-      const uint64_t* w = token_masks.data() + i * (ints / 2);
+      const uint64_t* w = masks.data() + i * (ints / 2);
       for (int64_t j = 0; j < ints / 2; ++j) {
         m[2 * j] = static_cast<int32_t>(static_cast<uint32_t>(w[j]));
         m[2 * j + 1] = static_cast<int32_t>(static_cast<uint32_t>(w[j] >> 32));
@@ -105,15 +110,21 @@ struct PassKind {
   int top_logprobs = -1;  // logprobs of every row's draw (-1: none)
   int mask_capacity = 0;  // room for grammar-masked rows (token_mask_capacity)
   bool keep_raw = false;  // the raw logits outlive edits and masks (logprobs or raw rows back)
+  // The grammar masks come after the forward (computed while it ran): the pass stops at the
+  // edited logits, and ModelRunner draws from them once the masks are on the device.
+  bool late_masks = false;
   auto operator<=>(const PassKind&) const = default;
 
   static PassKind logits() { return {}; }
-  static PassKind sampled_for(const ForwardBatch& batch) {
+  // `late_mask_rows`: rows whose masks come after the forward (then batch.mask_rows is empty).
+  static PassKind sampled_for(const ForwardBatch& batch, int late_mask_rows = 0) {
     PassKind k;
     k.sampled = true;
     k.edit_capacity = logit_edit_capacity(batch.logit_edits.size());
     k.top_logprobs = batch.top_logprobs;
-    k.mask_capacity = token_mask_capacity(static_cast<int64_t>(batch.mask_rows.size()));
+    k.late_masks = late_mask_rows > 0;
+    k.mask_capacity =
+        token_mask_capacity(static_cast<int64_t>(batch.mask_rows.size()) + late_mask_rows);
     k.keep_raw = (k.edit_capacity > 0 || k.mask_capacity > 0) &&
                  (batch.top_logprobs >= 0 || !batch.raw_logit_rows.empty());
     return k;

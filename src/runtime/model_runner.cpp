@@ -21,6 +21,16 @@ namespace {
 constexpr int64_t kDefaultMaxTotalTokens = 1 << 18;
 constexpr int kMaxThreads = 1024;
 
+// The draw of a sampled pass from its logits once edited: the grammar masks (rows < 0 of
+// `mask_rows` are padding), the sample under each row's SamplingRow, and the logprobs of the
+// raw logits. One definition for the draw inside a pass and the one after late masks.
+void draw(Ops& ops, const PassKind& kind, const Tensor& sampling, const Tensor& raw, Tensor& edited,
+          const Tensor& mask_rows, const Tensor& masks, Tensor& ids, Tensor& logprobs) {
+  if (kind.mask_capacity > 0) ops.mask_logits(edited, mask_rows, masks);
+  ops.sample(edited, sampling, ids);
+  if (kind.top_logprobs >= 0) ops.logprobs(raw, ids, kind.top_logprobs, logprobs);
+}
+
 }  // namespace
 
 void RunnerOptions::validate(const ModelConfig& config) const {
@@ -216,6 +226,15 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
                                           options.page_size, window);
   device_->attach(layouts, *memory_);
   mamba_strategy_ = options.resolved_mamba_strategy();
+  if (stage_.is_last) {
+    // The buffers of draws after late grammar masks, at their largest now: growing one later
+    // would drop every captured graph.
+    const int rows = options.max_running_requests, cap = token_mask_capacity(rows);
+    device_->persistent("late_mask_rows", {cap}, DType::I32);
+    device_->persistent("late_masks", {cap, 2 * token_mask_words(config.vocab_size)}, DType::I32);
+    device_->persistent("late_ids", {rows}, DType::I32);
+    device_->persistent("late_logprobs", {rows, logprob_row_width(kMaxTopLogprobs)}, DType::F32);
+  }
 }
 
 ModelRunner::~ModelRunner() = default;
@@ -326,13 +345,15 @@ PassOutput ModelRunner::run_pass(const ForwardBatch& batch, const PassKind& kind
       ops.copy(out, drawn_from);
     }
     if (kind.edit_capacity > 0) ops.edit_logits(drawn_from, ctx.logit_edits);
-    if (kind.mask_capacity > 0) ops.mask_logits(drawn_from, ctx.mask_rows, ctx.token_masks);
-    result.ids = ops.empty({out.rows()}, DType::I32);
-    ops.sample(drawn_from, ctx.sampling, result.ids);
-    if (kind.top_logprobs >= 0) {
-      result.logprobs = ops.empty({out.rows(), logprob_row_width(kind.top_logprobs)}, DType::F32);
-      ops.logprobs(out, result.ids, kind.top_logprobs, result.logprobs);
+    if (kind.late_masks) {
+      result.edited = drawn_from;
+      return result;
     }
+    result.ids = ops.empty({out.rows()}, DType::I32);
+    if (kind.top_logprobs >= 0)
+      result.logprobs = ops.empty({out.rows(), logprob_row_width(kind.top_logprobs)}, DType::F32);
+    draw(ops, kind, ctx.sampling, out, drawn_from, ctx.mask_rows, ctx.token_masks, result.ids,
+         result.logprobs);
     return result;
   });
 }
@@ -377,6 +398,55 @@ ModelRunner::SampledTokens ModelRunner::forward_sampled(const ForwardBatch& batc
   STRATA_CHECK(batch.top_logprobs <= kMaxTopLogprobs, "top_logprobs {} over {}", batch.top_logprobs,
                kMaxTopLogprobs);
   return bring_back(batch, run_pass(batch, PassKind::sampled_for(batch)));
+}
+
+ModelRunner::SampledTokens ModelRunner::forward_sampled(const ForwardBatch& batch,
+                                                        const LateMasks& late) {
+  if (late.rows.empty()) return forward_sampled(batch);
+  STRATA_CHECK(batch.mask_rows.empty() && stage_.is_last,
+               "late grammar masks for a pass that has its own, or on a stage before the last");
+  STRATA_CHECK(batch.top_logprobs <= kMaxTopLogprobs, "top_logprobs {} over {}", batch.top_logprobs,
+               kMaxTopLogprobs);
+  const PassKind kind = PassKind::sampled_for(batch, static_cast<int>(late.rows.size()));
+  // Queued (GPU) or done (host): either way the masks were being computed meanwhile.
+  const PassOutput forward = run_pass(batch, kind);
+  const std::vector<uint64_t>& masks = late.wait();
+  const int64_t words = token_mask_words(config_.vocab_size);
+  STRATA_CHECK(masks.size() == late.rows.size() * static_cast<size_t>(words),
+               "{} mask words for {} rows of {} words", masks.size(), late.rows.size(), words);
+  const int rows = batch.batch_size();
+  const int max_rows = options_.max_running_requests;
+  STRATA_CHECK(rows <= max_rows, "a sampled pass of {} rows, over {}", rows, max_rows);
+  const int cap = kind.mask_capacity;
+  const int max_cap = token_mask_capacity(max_rows);
+  std::vector<int32_t> host_rows(cap), host_masks(static_cast<size_t>(cap) * 2 * words);
+  ForwardBatch::pack_masks(late.rows, masks, host_rows.data(), host_masks.data(), cap);
+  Tensor mask_rows = fixed_buffer("late_mask_rows", {cap}, {max_cap}, DType::I32);
+  Tensor mask_bits = fixed_buffer("late_masks", {cap, 2 * words}, {max_cap, 2 * words}, DType::I32);
+  device_->write(Tensor::view(host_rows.data(), {cap}, DType::I32, Device::host()), mask_rows);
+  device_->write(Tensor::view(host_masks.data(), {cap, 2 * words}, DType::I32, Device::host()),
+                 mask_bits);
+  const int width = logprob_row_width(std::max(kind.top_logprobs, 0));
+  const int max_width = logprob_row_width(kMaxTopLogprobs);
+  return bring_back(batch, device_->continue_pass(batch, [&](ForwardContext& ctx) {
+    PassOutput out = forward;
+    out.ids = fixed_buffer("late_ids", {rows}, {max_rows}, DType::I32);
+    if (kind.top_logprobs >= 0)
+      out.logprobs =
+          fixed_buffer("late_logprobs", {rows, width}, {max_rows, max_width}, DType::F32);
+    draw(*ctx.ops, kind, ctx.sampling, forward.logits, out.edited, mask_rows, mask_bits, out.ids,
+         out.logprobs);
+    return out;
+  }));
+}
+
+Tensor ModelRunner::fixed_buffer(const std::string& slot, std::vector<int64_t> shape,
+                                 std::vector<int64_t> largest, DType dtype) {
+  const Tensor whole = device_->persistent(slot, std::move(largest), dtype);
+  const Tensor want = Tensor::view(nullptr, shape, dtype, whole.device());
+  STRATA_CHECK(want.numel() <= whole.numel(), "{} over the largest {}", want.describe(),
+               whole.describe());
+  return Tensor::view(whole.raw(), std::move(shape), dtype, whole.device(), whole.owner());
 }
 
 TensorRef ModelRunner::stage_input(int num_tokens) {

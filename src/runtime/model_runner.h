@@ -4,6 +4,7 @@
 // stage owns (none when it owns none), and the attention backend. One path for every device:
 // the model (one definition per family) runs through the device's ops; the StageDevice
 // (runtime/stage_device.h) brings the pools, backends, pass inputs and graph replay.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -95,6 +96,19 @@ class ModelRunner {
     std::vector<std::vector<float>> raw_logits;  // one row per batch.raw_logit_rows entry
   };
   SampledTokens forward_sampled(const ForwardBatch& batch);
+  // Grammar masks computed while the pass's forward runs (the scheduler's mask worker):
+  // `rows` are the batch rows they constrain (known before the pass; batch.mask_rows is then
+  // empty), `wait` blocks until their masks are there (token_mask_words(vocab) words per row,
+  // in rows' order) and returns them.
+  struct LateMasks {
+    std::vector<int32_t> rows;
+    std::function<const std::vector<uint64_t>&()> wait;
+  };
+  // forward_sampled in two parts: the forward (queued on a GPU, a CUDA graph when it can be;
+  // run on the host device), then, once `late.wait()` returns, the masks are written to the
+  // device and the draw is queued after the forward: the same draw as forward_sampled's with
+  // the masks in the batch, from the same logits.
+  SampledTokens forward_sampled(const ForwardBatch& batch, const LateMasks& late);
 
   // Pipeline stages (runtime/pipeline_generator.cpp), on any device. A stage after the first
   // receives the previous stage's hidden state [tokens, hidden_size] into stage_input(tokens);
@@ -137,6 +151,10 @@ class ModelRunner {
   // Queues one pass; sampled: drawn ids instead of logits. Nothing is copied back here.
   PassOutput run_pass(const ForwardBatch& batch, const PassKind& kind);
   SampledTokens bring_back(const ForwardBatch& batch, const PassOutput& out);
+  // A view `shape` of the persistent buffer `slot`, which is sized once for the largest pass
+  // (`largest`): it never grows later, which would drop the captured graphs.
+  Tensor fixed_buffer(const std::string& slot, std::vector<int64_t> shape,
+                      std::vector<int64_t> largest, DType dtype);
 
   ModelConfig config_;
   RunnerOptions options_;

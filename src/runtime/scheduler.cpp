@@ -11,41 +11,9 @@
 #include "model/json_util.h"
 #include "ops/logprobs.h"
 #include "runtime/batch_builder.h"
+#include "runtime/scheduler_request.h"
 
 namespace strata {
-
-struct Scheduler::Req {
-  uint64_t id = 0;
-  ServeRequest request;
-  std::vector<int> tokens;  // prompt + generated so far
-  int prompt_len = 0;
-  int row = -1;                        // ReqToTokenPool row while admitted
-  int cached = 0;                      // tokens whose KV is stored
-  int prefill_end = 0;                 // cached must reach this before the next token is sampled
-  int state_slot = -1;                 // recurrent-state slot while admitted (hybrid models)
-  int track_slot = -1;                 // the state after the last page boundary decoded past
-  int track_len = 0;                   // ... and that boundary (pages > 1, hybrid, cache on)
-  RadixCache::Node* locked = nullptr;  // the prefix-cache path this request reads
-  uint64_t admitted_at = 0;            // admission order: the newest is retracted first
-  bool admitted_before = false;
-  int cached_tokens = 0;  // prompt tokens the prefix cache served at the first admission
-  TokenCounts counts;     // what its penalties read (kept only when it has any)
-  RequestOutput out;      // accumulated since the last output was taken
-  bool finished = false;
-  // Failed mid-pass: its KV beyond the last good pass may be unwritten, so none is cached.
-  bool failed = false;
-  // Sent back to the queue by a retraction, when completions_ was this: it waits for another
-  // request to finish before it is admitted again.
-  std::optional<uint64_t> retracted_at;
-  // Stop strings: the output's text stream, and the end of its text that a stop string
-  // completed by a later token could still begin in.
-  std::unique_ptr<TextStream> text;
-  std::string text_tail;
-  std::unique_ptr<grammar::GrammarMatcher> matcher;  // with a grammar: where its output is
-
-  int generated() const { return static_cast<int>(tokens.size()) - prompt_len; }
-  bool prefilling() const { return cached < prefill_end; }
-};
 
 Scheduler::Scheduler(ModelRunner& runner, const SchedulerOptions& options)
     : runner_(runner),
@@ -58,6 +26,7 @@ Scheduler::Scheduler(ModelRunner& runner, const SchedulerOptions& options)
     cache_ = std::make_unique<RadixCache>(
         memory_.allocator(), states_,
         memory_.has_window_space() ? &memory_.window_allocator() : nullptr, memory_.window());
+  if (options.overlap_grammar_masks) mask_worker_ = std::make_unique<MaskWorker>();
   extra_buffer_ = runner.mamba_radix_cache_strategy() == "extra_buffer";
   track_interval_ = runner.options().mamba_track_interval;
   if (caches_states() && extra_buffer_ &&
@@ -168,124 +137,6 @@ bool Scheduler::reserve_pages(const Req& r, int n) {
   const int64_t window_missing = pages - memory_.window_allocator().free_pages();
   if (window_missing > 0 && cache_) cache_->evict_window(window_missing);
   return memory_.window_allocator().free_pages() >= pages;
-}
-
-// The window slots of request row `row` for the prefix cache (null without a window space).
-static const int32_t* window_row(TokenMemory& memory, int row) {
-  return memory.has_window_space() ? memory.window_table().row(row) : nullptr;
-}
-
-// Gives the KV a request holds back: computed tokens go to the prefix cache, which keeps
-// them while memory allows, and the request's own references and row are dropped.
-void Scheduler::release(Req& r) {
-  if (r.row < 0) return;
-  if (r.failed) {
-    // Nothing of it is offered to the prefix cache.
-  } else if (caches_states()) {
-    cache_final_state(r);
-  } else if (cache_) {
-    cache_->insert(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached,
-                   window_row(memory_, r.row));
-  }
-  if (cache_ && r.locked) cache_->unlock(r.locked);
-  memory_.release(r.row, r.cached);
-  if (r.state_slot >= 0) states_->free(r.state_slot);
-  if (r.track_slot >= 0) states_->free(r.track_slot);
-  r.state_slot = r.track_slot = -1;
-  r.track_len = 0;
-  r.row = -1;
-  r.cached = 0;
-  r.locked = nullptr;
-}
-
-// Offers a request's prompt to the prefix cache as soon as its prefill is done, so that
-// requests arriving while it still decodes can reuse it. The request keeps its own pages and
-// locks the cached path instead of the one it matched at admission.
-// (Hybrid models share prompts through checkpoint() instead.)
-void Scheduler::share_prompt(Req& r) {
-  if (!cache_ || states_) return;
-  cache_->insert(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached,
-                 window_row(memory_, r.row));
-  relock(r, r.cached);
-}
-
-// Makes the request lock the cached path of its first `len` tokens, the pages it shares with
-// the tree, instead of the path it locked before: locked pages are not counted as evictable,
-// since evicting them would free nothing while the request holds them.
-void Scheduler::relock(Req& r, int len) {
-  RadixCache::Match m = cache_->match_prefix(r.tokens.data(), len, /*resumable_window=*/false);
-  cache_->lock(m.last);
-  if (r.locked) cache_->unlock(r.locked);
-  r.locked = m.last;
-}
-
-// The tokens of r's prompt that the next prefill pass computes: at most `budget`, and, for a
-// hybrid model with the prefix cache, no further than the next position where a snapshot of
-// the recurrent state is kept, since the state exists only at the end of a pass.
-int Scheduler::prefill_chunk(const Req& r, int budget) const {
-  int n = std::min(r.prefill_end - r.cached, budget);
-  if (!caches_states()) return n;
-  // The prompt end rounded down to a page (itself when aligned): the deepest prefix of the
-  // prompt the page-aligned tree can hold.
-  const int aligned_end = r.prefill_end / page_size_ * page_size_;
-  if (aligned_end > r.cached && aligned_end < r.prefill_end)
-    n = std::min(n, aligned_end - r.cached);
-  if (extra_buffer_) {
-    const int next = (r.cached / track_interval_ + 1) * track_interval_;
-    if (next < r.prefill_end) n = std::min(n, next - r.cached);
-  }
-  return n;
-}
-
-// Whether the prefill pass that just ended for r ended where a snapshot is kept.
-bool Scheduler::at_checkpoint(const Req& r) const {
-  if (r.cached == 0 || r.cached % page_size_ != 0) return false;
-  return r.cached == r.prefill_end / page_size_ * page_size_ ||
-         (extra_buffer_ && r.cached % track_interval_ == 0);
-}
-
-// A free state slot (zeroed unless a copy will fill it), evicting the least recently used
-// cached snapshot (never `keep`'s) when none is free; -1 when every slot runs a request.
-int Scheduler::take_state_slot(const RadixCache::Node* keep, bool zeroed) {
-  if (states_->available() == 0 && cache_) cache_->evict_states(1, keep);
-  return states_->available() > 0 ? states_->alloc(zeroed) : -1;
-}
-
-// Gives the prefix cache a copy of r's state after its r.cached tokens, with their KV.
-// Best effort: with every state slot held by running requests, the cache goes without.
-void Scheduler::checkpoint(Req& r) {
-  const int slot = take_state_slot(nullptr, false);
-  if (slot < 0) return;
-  states_->copy(r.state_slot, slot);
-  if (!cache_->insert_with_state(r.tokens.data(), memory_.req_to_token().row(r.row), r.cached, slot,
-                                 window_row(memory_, r.row)))
-    states_->free(slot);  // the tree already has this prefix's state
-  relock(r, r.cached);
-}
-
-// With pages of more than one token, a request rarely ends on a page boundary; keeps the
-// state at the last boundary it decoded past, for cache_final_state. Best effort too.
-void Scheduler::track_decode(Req& r) {
-  if (r.track_slot < 0) r.track_slot = take_state_slot(nullptr, false);
-  if (r.track_slot < 0) return;
-  states_->copy(r.state_slot, r.track_slot);
-  r.track_len = r.cached;
-}
-
-// When a request ends or is retracted: its state after all it computed goes to the cache with
-// the KV of exactly those tokens (the slot changes owner, nothing is copied); off a page
-// boundary, the state tracked at the last boundary goes instead.
-void Scheduler::cache_final_state(Req& r) {
-  int len = r.cached;
-  int* slot = &r.state_slot;
-  if (len % page_size_ != 0) {
-    len = r.track_len;
-    slot = &r.track_slot;
-  }
-  if (len > 0 && *slot >= 0 &&
-      cache_->insert_with_state(r.tokens.data(), memory_.req_to_token().row(r.row), len, *slot,
-                                window_row(memory_, r.row)))
-    *slot = -1;  // the tree owns it now
 }
 
 void Scheduler::finish(Req& r, const std::string& reason) {
@@ -400,116 +251,6 @@ void Scheduler::retract_until_decode_fits() {
   }
 }
 
-void Scheduler::add_draw(ForwardBatch& batch, const Req& r) const {
-  const ServeRequest& q = r.request;
-  const int b = static_cast<int>(batch.sampling.size());
-  batch.sampling.push_back(sampling_row(q.sampling, r.generated()));
-  if (r.prefilling()) return;  // mid-prompt: its draw is not used
-  append_logit_edits(batch.logit_edits, b, runner_.config().vocab_size, q.sampling, r.counts,
-                     options_.eos_token_ids);
-  if (r.matcher) add_grammar_mask(batch, b, r);
-  batch.top_logprobs = std::max(batch.top_logprobs, q.top_logprobs);
-  if (q.return_logits) batch.raw_logit_rows.push_back(b);
-}
-
-void Scheduler::add_grammar_mask(ForwardBatch& batch, int b, const Req& r) const {
-  grammar::GrammarMatcher& m = *r.matcher;
-  const SamplingParams& p = r.request.sampling;
-  const int vocab = runner_.config().vocab_size;
-  const int64_t words = token_mask_words(vocab);
-  // The grammar's vocabulary is the tokenizer's; ids beyond it (padding rows of the LM head)
-  // are never allowed.
-  std::vector<uint32_t> bits(static_cast<size_t>(words) * 2, 0);
-  const size_t grammar_words = (static_cast<size_t>(m.vocabulary_size()) + 31) / 32;
-  if (grammar_words <= bits.size()) {
-    m.fill_mask(std::span<uint32_t>(bits.data(), grammar_words));
-  } else {
-    std::vector<uint32_t> full(grammar_words);
-    m.fill_mask(full);
-    std::copy_n(full.begin(), bits.size(), bits.begin());
-  }
-  const bool any = std::any_of(bits.begin(), bits.end(), [](uint32_t w) { return w != 0; });
-  // Stop tokens once the grammar accepts; also if nothing else is left (a vocabulary that
-  // cannot spell the rest), so that the request ends instead of drawing a banned token.
-  if (m.can_finish() || !any) {
-    auto allow = [&](int id) {
-      if (id >= 0 && id < vocab) bits[id >> 5] |= uint32_t{1} << (id & 31);
-    };
-    if (p.stop_at_eos)
-      for (int id : options_.eos_token_ids) allow(id);
-    for (int id : p.stop_token_ids) allow(id);
-  }
-  batch.mask_rows.push_back(b);
-  for (int64_t w = 0; w < words; ++w)
-    batch.token_masks.push_back(static_cast<uint64_t>(bits[2 * w]) |
-                                (static_cast<uint64_t>(bits[2 * w + 1]) << 32));
-}
-
-void Scheduler::take_draw(Req& r, int b, const ForwardBatch& batch,
-                          ModelRunner::SampledTokens& drawn, int& raw_row) {
-  const ServeRequest& q = r.request;
-  const int token = drawn.ids[b];
-  if (q.sampling.adjusts_logits()) r.counts.add_output(token);
-  if (q.top_logprobs >= 0) {
-    // The pass computed the batch's largest top_logprobs; this request's are the first ones.
-    const float* row =
-        drawn.logprobs.data() + static_cast<size_t>(b) * logprob_row_width(batch.top_logprobs);
-    r.out.logprobs.push_back(token_logprob_from_row(row, token, q.top_logprobs));
-  }
-  if (q.return_logits) r.out.logits.push_back(std::move(drawn.raw_logits.at(raw_row++)));
-  accept(r, token);
-}
-
-void Scheduler::accept(Req& r, int token) {
-  const ServeRequest& q = r.request;
-  r.tokens.push_back(token);
-  r.out.token_ids.push_back(token);
-  ++totals_.generated_tokens;
-  if (is_stop_token(q.sampling, options_.eos_token_ids, token)) {
-    r.out.matched_stop_token = token;
-    return finish(r, "stop");
-  }
-  if (r.matcher) {
-    // The mask allowed only what the grammar takes; a refusal means every allowed token was
-    // banned by the request's own edits (a stop token under min_tokens where only stopping
-    // is left): end the request rather than emit text outside the grammar.
-    if (!r.matcher->accept_token(token)) {
-      r.tokens.pop_back();
-      r.out.token_ids.pop_back();
-      log::warning("request {}: no token the grammar allows could be drawn; ending it", r.id);
-      return finish(r, "abort");
-    }
-    // A complete match that cannot grow: done, without a pass to draw the stop token.
-    if (r.matcher->must_finish()) return finish(r, "stop");
-  }
-  // Before the length check: text cut at a stop string ends with "stop" even on the last token.
-  if (matches_stop_string(r, token)) return finish(r, "stop");
-  if (r.generated() >= q.sampling.max_new_tokens) return finish(r, "length");
-}
-
-// Feeds `token` to the request's text stream; true when the text now holds a stop string
-// (recorded in the output). Only the new text and the tail before it are searched, so a long
-// output costs no more per token than a short one.
-bool Scheduler::matches_stop_string(Req& r, int token) {
-  const ServeRequest& q = r.request;
-  if (q.stop_strings.empty()) return false;
-  if (!r.text) r.text = make_text_stream_(q.skip_special_tokens);
-  r.text_tail += r.text->step(token);
-  // As vLLM: no stop before min_new_tokens (the text still counts as the tail for later).
-  const bool may_stop = r.generated() >= q.sampling.min_new_tokens;
-  size_t longest = 0;
-  for (const auto& s : q.stop_strings) {
-    longest = std::max(longest, s.size());
-    if (may_stop && !s.empty() && r.text_tail.find(s) != std::string::npos) {
-      r.out.matched_stop_string = s;
-      return true;
-    }
-  }
-  const size_t keep = longest > 0 ? longest - 1 : 0;
-  if (r.text_tail.size() > keep) r.text_tail.erase(0, r.text_tail.size() - keep);
-  return false;
-}
-
 RequestOutput Scheduler::take_output(Req& r) {
   RequestOutput o = std::move(r.out);
   r.out = RequestOutput{};
@@ -595,11 +336,14 @@ std::vector<RequestOutput> Scheduler::step() {
 
   // Every request draws on the device that ran the pass, by the rules every device shares
   // (ops/logit_edits.h, ops/sampling.h): the ids come back, with the logprobs and raw logits
-  // rows asked for, never the whole [batch, vocab] logits.
-  for (const Req* r : members) add_draw(batch, *r);
+  // rows asked for, never the whole [batch, vocab] logits. Grammar masks are computed while
+  // the forward runs (run_sampled), unless overlap_grammar_masks is off.
+  ModelRunner::LateMasks late;
+  late_reqs_.clear();
+  for (const Req* r : members) add_draw(batch, *r, late);
   ModelRunner::SampledTokens drawn;
   try {
-    drawn = runner_.forward_sampled(batch);
+    drawn = run_sampled(batch, late);
   } catch (const RequestError& e) {
     // A limit of the device that the checks before the pass did not know (e.g. the CUDA
     // attention backend's): the pass's requests fail with the reason, the rest carry on.

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cache/radix_cache.h"
+#include "runtime/mask_worker.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
 #include "runtime/text_stream.h"
@@ -46,6 +47,14 @@ struct SchedulerOptions {
   double min_new_token_ratio = 0.1;
   double new_token_ratio_decay = 0.001;
   std::vector<int> eos_token_ids;  // model_eos_token_ids (model/eos_tokens.h)
+  // Structured output. Overlap: the grammar masks of a pass are computed on a worker thread
+  // while its forward runs, and reach the device after it (--disable-overlap-grammar-masks:
+  // before the pass, on the scheduler thread, sent with it). Jump-forward
+  // (--enable-jump-forward): where the grammar forces the next bytes, they are appended as
+  // tokens without drawing them (re-tokenized with the token just drawn, see
+  // scheduler_draws.cpp) and computed in the next pass as an extend; needs set_retokenizer().
+  bool overlap_grammar_masks = true;
+  bool enable_jump_forward = false;
 };
 
 struct ServeRequest {
@@ -82,6 +91,11 @@ struct SchedulerStats {
   int64_t total_pages = 0, used_pages = 0, cached_pages = 0, page_size = 1;
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
   int64_t retractions = 0, forward_passes = 0;
+  // Tokens jump-forward appended without a draw (beyond the drawn token each run replaced).
+  int64_t jump_forward_tokens = 0;
+  // Host time spent computing grammar masks, and the part of it passes waited for: all of it
+  // when masks are computed before the pass, what the forward did not cover with overlap.
+  double grammar_mask_ms = 0, grammar_mask_exposed_ms = 0;
   // Recurrent-state pool (hybrid models): slots in all, held (by requests or the cache), and
   // held by the prefix cache as snapshots.
   int64_t state_slots = 0, used_state_slots = 0, cached_state_slots = 0;
@@ -110,6 +124,10 @@ class Scheduler {
   void set_detokenizer(TextStreamFactory make_text_stream) {
     make_text_stream_ = std::move(make_text_stream);
   }
+  // Tokenizes text (no special tokens added) for jump-forward; may throw RequestError for
+  // text it cannot encode (not UTF-8: no jump then). Without it, jump-forward does nothing.
+  using Retokenizer = std::function<std::vector<int>(const std::string&)>;
+  void set_retokenizer(Retokenizer retokenize) { retokenize_ = std::move(retokenize); }
   const ModelRunner& runner() const { return runner_; }
   // The most tokens (prompt + output) one request may hold: the context length, or the whole
   // KV cache when that is smaller.
@@ -121,10 +139,15 @@ class Scheduler {
   bool reserve_pages(const Req& r, int n);
   int try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Req*>& members);
   void retract_until_decode_fits();
-  // What r's next draw needs in the pass: its sampling row, logit edits, logprobs, raw row.
-  void add_draw(ForwardBatch& batch, const Req& r) const;
-  // r's grammar mask for row b of the pass (r has a grammar).
-  void add_grammar_mask(ForwardBatch& batch, int b, const Req& r) const;
+  // What r's next draw needs in the pass: its sampling row, logit edits, logprobs, raw row,
+  // and its grammar mask: in the batch, or with overlap a row of `late` (and late_reqs_).
+  void add_draw(ForwardBatch& batch, const Req& r, ModelRunner::LateMasks& late);
+  // r's grammar mask (r has a grammar): token_mask_words(vocab) words at `out`.
+  void grammar_mask(const Req& r, uint64_t* out) const;
+  // The pass, with the late masks computed on mask_worker_ while its forward runs.
+  ModelRunner::SampledTokens run_sampled(const ForwardBatch& batch, ModelRunner::LateMasks& late);
+  // Jump-forward: what replaces `token`, just drawn for r (itself when nothing is forced).
+  std::vector<int> jump_forward(const Req& r, int token) const;
   // Records the token the pass drew for r (row b), its logprobs and raw logits if asked for,
   // then accept()s it.
   void take_draw(Req& r, int b, const ForwardBatch& batch, ModelRunner::SampledTokens& drawn,
@@ -153,7 +176,13 @@ class Scheduler {
   TokenMemory& memory_;
   std::unique_ptr<RadixCache> cache_;  // null with --disable-radix-cache
   TextStreamFactory make_text_stream_;
-  StatePool* states_;  // the runner's recurrent-state pool; null: no such layers
+  Retokenizer retokenize_;
+  // Overlap: the worker, the requests whose masks the pass needs, and the masks it computes.
+  std::unique_ptr<MaskWorker> mask_worker_;
+  std::vector<const Req*> late_reqs_;
+  std::vector<uint64_t> late_masks_;
+  double late_job_ms_ = 0;  // written by the job, read after wait()
+  StatePool* states_;       // the runner's recurrent-state pool; null: no such layers
   int page_size_;
   bool extra_buffer_ = false;  // --mamba-radix-cache-strategy extra_buffer
   int track_interval_ = 0;     // --mamba-track-interval

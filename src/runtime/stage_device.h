@@ -23,9 +23,11 @@ namespace strata {
 struct RunnerOptions;
 
 // What one pass leaves on the device: logits [rows, vocab] f32 (raw: before any edits), and
-// for sampled passes the ids drawn [rows] int32 and their logprobs [rows, width] f32.
+// for sampled passes the ids drawn [rows] int32 and their logprobs [rows, width] f32; a pass
+// whose grammar masks come later (PassKind::late_masks) stops before the draw, leaving the
+// edited logits the draw reads in `edited`.
 struct PassOutput {
-  Tensor logits, ids, logprobs;
+  Tensor logits, ids, logprobs, edited;
 };
 using PassFn = std::function<PassOutput(ForwardContext&)>;
 
@@ -58,6 +60,14 @@ class StageDevice {
   // captured once and replayed (CUDA graphs), so `pass` must queue device work only and
   // depend on nothing but the batch's shape, `kind` and the staged metadata.
   virtual PassOutput run(const ForwardBatch& batch, const PassKind& kind, const PassFn& pass) = 0;
+  // Queues more work for the pass run() just queued, with the same inputs in ctx: never
+  // captured, and no new workspace, so `pass` may read what run() returned but allocates
+  // nothing from ops().empty() (its outputs are persistent() buffers). The draw of a pass
+  // whose grammar masks were computed while its forward ran goes here.
+  virtual PassOutput continue_pass(const ForwardBatch& batch, const PassFn& pass) = 0;
+  // dst (a persistent() buffer, same shape and dtype) = the host tensor `src`, queued on the
+  // device's stream; `src` may be reused once this returns.
+  virtual void write(const Tensor& src, Tensor& dst) = 0;
   // Host copies (they wait for the device).
   virtual std::vector<int32_t> ids_to_host(const Tensor& ids) = 0;
   virtual Tensor to_host(const Tensor& t) = 0;

@@ -23,6 +23,11 @@ void counter(std::string& out, const std::string& labels, const std::string& nam
              const std::string& help, int64_t v) {
   out += fmt::format("# HELP {0} {1}\n# TYPE {0} counter\n{0}{3} {2}\n", name, help, v, labels);
 }
+void seconds_counter(std::string& out, const std::string& labels, const std::string& name,
+                     const std::string& help, double seconds) {
+  out +=
+      fmt::format("# HELP {0} {1}\n# TYPE {0} counter\n{0}{3} {2}\n", name, help, seconds, labels);
+}
 
 // A Prometheus label value: backslash, quote and newline escaped.
 std::string label_value(const std::string& s) {
@@ -149,6 +154,14 @@ std::string ServerMetrics::render() const {
   counter(out, L, "strata:num_retractions_total", "Requests sent back to the queue for memory.",
           s.retractions);
   counter(out, L, "strata:forward_passes_total", "Forward passes run.", s.forward_passes);
+  counter(out, L, "strata:jump_forward_tokens_total",
+          "Tokens a grammar forced, appended without a draw (--enable-jump-forward).",
+          s.jump_forward_tokens);
+  seconds_counter(out, L, "strata:grammar_mask_seconds_total", "Host time computing grammar masks.",
+                  s.grammar_mask_ms / 1000);
+  seconds_counter(out, L, "strata:grammar_mask_exposed_seconds_total",
+                  "Of it, the time passes waited for (all of it without overlap).",
+                  s.grammar_mask_exposed_ms / 1000);
   ttft_.render("strata:time_to_first_token_seconds", "Time to first token.", out, with);
   itl_.render("strata:inter_token_latency_seconds", "Time between tokens of a request.", out, with);
   e2e_.render("strata:e2e_request_latency_seconds", "Arrival to last token.", out, with);

@@ -6,6 +6,7 @@
 // buffers). Model code knows nothing of this: it queues device work through the ops.
 #include <fmt/format.h>
 
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -37,6 +38,8 @@ class CudaStageDevice : public StageDevice {
 
   ~CudaStageDevice() override {
     for (auto& [_, g] : graphs_) cudaGraphExecDestroy(g.exec);
+    for (auto& [_, u] : uploads_)
+      if (u.done) cudaEventDestroy(u.done);
     attention_.reset();
     pool_.reset();
     ops_.reset();
@@ -153,6 +156,33 @@ class CudaStageDevice : public StageDevice {
     return it->second.output;
   }
 
+  // After run(): more kernels on the stream, reading the same uploaded metadata. Eager even
+  // when run() replayed a graph (what comes here depends on host work done since, the grammar
+  // masks); it allocates no workspace, which a replayed graph's outputs may occupy.
+  PassOutput continue_pass(const ForwardBatch&, const PassFn& pass) override {
+    ForwardContext ctx = context();
+    PassOutput out = pass(ctx);
+    attention_->mark_queued();
+    return out;
+  }
+
+  // Through a pinned copy per destination, so that the copy is queued behind the pass
+  // without waiting for it (a copy from pageable memory may wait for the stream); the pinned
+  // copy is rewritten only once the previous copy from it is done.
+  void write(const Tensor& src, Tensor& dst) override {
+    STRATA_CHECK(src.on_host() && !dst.on_host() && src.dtype() == dst.dtype() &&
+                     src.numel() == dst.numel() && src.contiguous() && dst.contiguous(),
+                 "write {} into {}", src.describe(), dst.describe());
+    Upload& u = uploads_[dst.raw()];
+    if (!u.done) STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&u.done, cudaEventDisableTiming));
+    STRATA_CUDA_CHECK(cudaEventSynchronize(u.done));
+    u.staging.ensure(src.bytes());
+    std::memcpy(u.staging.as<char>(), src.raw(), src.bytes());
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), u.staging.as<char>(), src.bytes(),
+                                      cudaMemcpyHostToDevice, stream_));
+    STRATA_CUDA_CHECK(cudaEventRecord(u.done, stream_));
+  }
+
   std::vector<int32_t> ids_to_host(const Tensor& ids) override {
     const size_t bytes = static_cast<size_t>(ids.numel()) * sizeof(int32_t);
     host_.ensure(bytes);
@@ -210,6 +240,10 @@ class CudaStageDevice : public StageDevice {
     PassKind kind;
     auto operator<=>(const GraphKey&) const = default;
   };
+  struct Upload {
+    cuda::PinnedBuffer staging;
+    cudaEvent_t done = nullptr;  // recorded after the last copy from `staging`
+  };
   struct Captured {
     cudaGraphExec_t exec;
     std::vector<const void*> signature;
@@ -225,6 +259,12 @@ class CudaStageDevice : public StageDevice {
   // Device work of one pass: the metadata upload, then the model.
   PassOutput queue(const PassFn& pass) {
     attention_->upload();
+    ForwardContext ctx = context();
+    return pass(ctx);
+  }
+
+  // The pass inputs: device views of the uploaded metadata.
+  ForwardContext context() {
     ForwardContext ctx;
     ctx.ops = ops_.get();
     ctx.input_ids = attention_->input_ids();
@@ -236,7 +276,7 @@ class CudaStageDevice : public StageDevice {
     ctx.token_masks = attention_->token_masks();
     ctx.state_seqs = attention_->state_seqs();
     ctx.attention = attention_.get();
-    return pass(ctx);
+    return ctx;
   }
 
   PassOutput launch(const PassFn& pass) {
@@ -280,7 +320,8 @@ class CudaStageDevice : public StageDevice {
   std::unique_ptr<KVPool> pool_;
   std::unique_ptr<CudaAttentionBackend> attention_;
   std::map<std::string, cuda::DeviceBuffer> buffers_;
-  cuda::PinnedBuffer host_;  // logits or ids on their way to the host
+  cuda::PinnedBuffer host_;                // logits or ids on their way to the host
+  std::map<const void*, Upload> uploads_;  // write()'s, by destination
   std::map<GraphKey, Captured> graphs_;
   std::set<GraphKey> warmed_;
 };
