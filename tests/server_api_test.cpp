@@ -446,4 +446,75 @@ TEST(ServerApi, ToolsAreRenderedThroughTheChatTemplate) {
   fs::remove_all(dir);
 }
 
+// A regex that matches exactly `text` (the grammar engine then makes the model write it).
+std::string literal_regex(const std::string& text) {
+  std::string out;
+  for (const char ch : text) {
+    if (std::string("\\^$.|?*+()[]{}").find(ch) != std::string::npos) out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+// Recorded answers in each parser's format, written by the model through a literal regex:
+// streamed, each call opens with its id and name (arguments ""), its arguments come in more
+// than one fragment, and they join to the arguments of the same answer not streamed.
+TEST(ServerApi, ToolCallArgumentsStreamAsTheyArrive) {
+  const std::string args = R"({"city": "Oslo", "days": [1, 2, 3], "unit": "celsius"})";
+  const std::string ds =
+      "<\uff5ctool\u2581calls\u2581begin\uff5c><\uff5ctool\u2581call\u2581begin\uff5c>";
+  for (const auto& [parser, answer] : std::vector<std::pair<std::string, std::string>>{
+           {"hermes", "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + args +
+                          "}\n</tool_call>"},
+           {"llama3", "{\"name\": \"get_weather\", \"parameters\": " + args + "}"},
+           {"deepseekv31", ds + "get_weather<\uff5ctool\u2581sep\uff5c>" + args +
+                               "<\uff5ctool\u2581call\u2581end\uff5c>"},
+           {"mistral", "[TOOL_CALLS]get_weather[ARGS]" + args}}) {
+    ServerOptions so;
+    so.tool_call_parser = parser;
+    auto h = text_harness(so, test::tiny_tokenizer_dir(), 1024);
+    const json tools = json::parse(
+        R"([{"type": "function", "function": {"name": "get_weather", "parameters": {}}}])");
+    json body = {{"messages", {{{"role", "user"}, {"content", "Weather?"}}}},
+                 {"tools", tools},
+                 {"max_tokens", 400},
+                 {"temperature", 0},
+                 {"regex", literal_regex(answer)}};
+    const auto [s, whole] = h->post("/v1/chat/completions", body);
+    ASSERT_EQ(s, 200) << whole.dump();
+    const json& calls = whole["choices"][0]["message"]["tool_calls"];
+    ASSERT_EQ(calls.size(), 1u) << parser << ": " << whole.dump();
+    EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+    EXPECT_EQ(calls[0]["function"]["arguments"], args) << parser;
+    EXPECT_EQ(whole["choices"][0]["finish_reason"], "tool_calls");
+    body["stream"] = true;
+    bool done = false;
+    std::string content, arguments, finish;
+    std::vector<json> call_deltas;
+    for (const auto& e : h->stream("/v1/chat/completions", body, &done))
+      for (const auto& c : e["choices"]) {
+        if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
+        if (c["delta"].contains("tool_calls"))
+          for (const auto& d : c["delta"]["tool_calls"]) call_deltas.push_back(d);
+        if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+      }
+    EXPECT_TRUE(done);
+    ASSERT_GT(call_deltas.size(), 2u) << parser;  // the opening and >1 fragment
+    EXPECT_EQ(call_deltas[0]["index"], 0);
+    EXPECT_EQ(call_deltas[0]["type"], "function");
+    EXPECT_EQ(call_deltas[0]["id"].get<std::string>().rfind("call_", 0), 0u);
+    EXPECT_EQ(call_deltas[0]["function"]["name"], "get_weather");
+    EXPECT_EQ(call_deltas[0]["function"]["arguments"], "");
+    for (const auto& d : call_deltas) {
+      EXPECT_EQ(d["index"], 0);
+      arguments += d["function"]["arguments"].get<std::string>();
+    }
+    for (size_t k = 1; k < call_deltas.size(); ++k) EXPECT_FALSE(call_deltas[k].contains("id"));
+    EXPECT_EQ(arguments, calls[0]["function"]["arguments"]) << parser;
+    const json& whole_content = whole["choices"][0]["message"]["content"];
+    EXPECT_EQ(content, whole_content.is_null() ? "" : whole_content.get<std::string>()) << parser;
+    EXPECT_EQ(finish, "tool_calls");
+  }
+}
+
 }  // namespace strata

@@ -37,7 +37,12 @@ AnswerStream::Parts AnswerStream::feed(const std::string& delta) {
     out.reasoning = std::move(p.reasoning);
     content = std::move(p.content);
   }
-  out.content = calls_ ? calls_->feed(content) : content;
+  if (calls_) {
+    out.content = calls_->feed(content);
+    out.call_deltas = calls_->take_deltas();
+  } else {
+    out.content = std::move(content);
+  }
   return out;
 }
 
@@ -49,7 +54,10 @@ AnswerStream::Parts AnswerStream::finish() {
     out.content = h.content.substr(std::min(content_sent_, h.content.size()));
     reasoning_sent_ = h.reasoning.size();
     content_sent_ = h.content.size();
-    if (tools_) out.calls = std::move(h.calls);
+    if (tools_) {  // gpt-oss's calls are read whole, once the answer ends
+      out.calls = std::move(h.calls);
+      out.call_deltas = whole_call_deltas(out.calls);
+    }
     return out;
   }
   std::string content;
@@ -63,6 +71,7 @@ AnswerStream::Parts AnswerStream::finish() {
     ParsedAnswer a = calls_->finish();
     out.content += a.content;
     out.calls = std::move(a.calls);
+    out.call_deltas = calls_->take_deltas();
   } else {
     out.content = std::move(content);
   }
@@ -77,6 +86,7 @@ AnswerStream::Parts AnswerStream::split(const std::string& reasoning_format,
   out.reasoning += rest.reasoning;
   out.content += rest.content;
   out.calls = std::move(rest.calls);
+  out.call_deltas.insert(out.call_deltas.end(), rest.call_deltas.begin(), rest.call_deltas.end());
   return out;
 }
 

@@ -19,6 +19,8 @@ class AnswerStream {
   struct Parts {
     std::string reasoning, content;
     std::vector<ToolCall> calls;  // only from finish()
+    // A stream's delta.tool_calls entries, from feed() as calls arrive and from finish().
+    std::vector<ToolCallDelta> call_deltas;
   };
   Parts feed(const std::string& delta);
   Parts finish();

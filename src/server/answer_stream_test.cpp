@@ -72,13 +72,13 @@ TEST(AnswerStream, DeepSeekV3AndV31ToolCallTokens) {
   EXPECT_EQ(a.content, "Let me look.");
   ASSERT_EQ(a.calls.size(), 2u);
   EXPECT_EQ(a.calls[0].name, "get_weather");
-  EXPECT_EQ(a.calls[0].arguments, R"({"location":"Hangzhou","unit":"c"})");
+  EXPECT_EQ(a.calls[0].arguments, R"({"location": "Hangzhou", "unit": "c"})");
   EXPECT_EQ(a.calls[1].name, "get_time");
   const auto b = AnswerStream::split("", "deepseekv31", kDeepSeekV31);
   EXPECT_EQ(b.content, "");
   ASSERT_EQ(b.calls.size(), 1u);
   EXPECT_EQ(b.calls[0].name, "get_weather");
-  EXPECT_EQ(b.calls[0].arguments, R"({"location":"Paris"})");
+  EXPECT_EQ(b.calls[0].arguments, R"({"location": "Paris"})");
   expect_stream_equals_whole("", "deepseekv3", kDeepSeekV3);
   // Plain text stays content, also when it merely mentions a tool.
   EXPECT_EQ(AnswerStream::split("", "deepseekv3", "no calls").content, "no calls");
@@ -88,7 +88,7 @@ TEST(AnswerStream, MistralListAndPerCallForms) {
   const auto a = AnswerStream::split("", "mistral", kMistralV3);
   ASSERT_EQ(a.calls.size(), 1u);
   EXPECT_EQ(a.calls[0].name, "get_current_weather");
-  EXPECT_EQ(a.calls[0].arguments, R"({"location":"Paris, France","format":"celsius"})");
+  EXPECT_EQ(a.calls[0].arguments, R"({"location": "Paris, France", "format": "celsius"})");
   const auto b = AnswerStream::split("", "mistral", kMistralV11);
   ASSERT_EQ(b.calls.size(), 2u);
   EXPECT_EQ(b.calls[1].name, "get_time");
@@ -100,7 +100,9 @@ TEST(AnswerStream, MistralListAndPerCallForms) {
   ASSERT_EQ(c.calls.size(), 1u);
   EXPECT_EQ(c.calls[0].name, "get_time");
   EXPECT_EQ(c.calls[0].id, "abc123xyz");
-  EXPECT_EQ(c.calls[0].arguments, R"({"tz":"CET"})");
+  EXPECT_EQ(c.calls[0].arguments, R"({"tz": "CET"})");  // the model's own text
+  expect_stream_equals_whole("", "mistral",
+                             "[TOOL_CALLS]get_time[CALL_ID]abc123xyz[ARGS]{\"tz\": \"CET\"}");
   // Broken JSON: the whole text is content (vLLM's behaviour).
   const std::string broken = "[TOOL_CALLS] [{\"name\": \"x\", \"arguments\": {";
   EXPECT_EQ(AnswerStream::split("", "mistral", broken).content, broken);
@@ -133,7 +135,7 @@ TEST(AnswerStream, Qwen3ThinkBlocksAndHermesCallsAfterThem) {
   EXPECT_EQ(a.reasoning, "\nThe user wants the weather.\n");
   EXPECT_EQ(a.content, "\n\nChecking.\n");
   ASSERT_EQ(a.calls.size(), 1u);
-  EXPECT_EQ(a.calls[0].arguments, R"({"city":"Oslo"})");
+  EXPECT_EQ(a.calls[0].arguments, R"({"city": "Oslo"})");
   expect_stream_equals_whole("qwen3", "hermes", text);
   // Thinking off (the template wrote the empty block into the prompt): all content.
   const auto b = AnswerStream::split("qwen3", "", "Hello there.");

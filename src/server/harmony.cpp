@@ -56,8 +56,11 @@ HarmonyAnswer parse_harmony(const std::string& text, bool complete_only) {
         ToolCall c;
         c.id = random_id("call_");
         c.name = recipient.substr(len("functions."));
-        const nlohmann::ordered_json args = nlohmann::ordered_json::parse(message, nullptr, false);
-        c.arguments = args.is_discarded() ? message : args.dump();
+        // The model's JSON text, as the other formats give it (tool_calls.h).
+        const size_t a = message.find_first_not_of(" \t\r\n");
+        c.arguments = a == std::string::npos
+                          ? ""
+                          : message.substr(a, message.find_last_not_of(" \t\r\n") - a + 1);
         out.calls.push_back(std::move(c));
       }
     } else if (channel == "analysis") {

@@ -12,6 +12,7 @@
 #include "server/openai_request.h"
 #include "server/request_parsing.h"
 #include "server/serving.h"
+#include "server/tool_call_scan.h"
 #include "server/tool_calls.h"
 
 namespace strata {
@@ -113,15 +114,29 @@ bool forced_call(const CompletionRequest& c) {
 AnswerStream::Parts forced_calls(const CompletionRequest& c, const std::string& text) {
   AnswerStream::Parts out;
   const ordered_json j = ordered_json::parse(text, nullptr, false);
+  // Arguments are the model's JSON text, as the parsers give them (tool_calls.h).
   if (c.tool_choice == "function" && j.is_object()) {
-    out.calls.push_back({random_id("call_"), c.tool_name, j.dump()});
+    const size_t a = text.find_first_not_of(" \t\r\n");
+    out.calls.push_back({random_id("call_"), c.tool_name,
+                         text.substr(a, text.find_last_not_of(" \t\r\n") - a + 1)});
   } else if (c.tool_choice == "required" && j.is_array()) {
-    for (const auto& item : j)
-      if (item.is_object() && item.contains("name") && item["name"].is_string())
-        out.calls.push_back({random_id("call_"), item["name"].get<std::string>(),
-                             item.value("parameters", ordered_json::object()).dump()});
+    // The list's objects, delimited by the scanner the parsers use, for their raw arguments.
+    size_t i = text.find('[') + 1;
+    for (const auto& item : j) {
+      if (!item.is_object()) break;  // the grammar writes objects only
+      i = text.find('{', i);
+      const CallSpan span = scan_call_object(text, i);
+      i = span.end;
+      if (span.name && span.args_begin == std::string::npos)
+        out.calls.push_back({random_id("call_"), *span.name, "{}"});
+      else if (span.name && span.args_end != std::string::npos)
+        out.calls.push_back({random_id("call_"), *span.name,
+                             text.substr(span.args_begin, span.args_end - span.args_begin)});
+      if (i == std::string::npos) break;
+    }
   }
   if (out.calls.empty()) out.content = text;
+  out.call_deltas = whole_call_deltas(out.calls);
   return out;
 }
 
@@ -306,12 +321,15 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
             if (!a.reasoning.empty() && !send_delta({{"reasoning_content", a.reasoning}}))
               return false;
             called = !a.calls.empty();
-            // The calls go out whole, every call in one delta (OpenAI's clients join
-            // deltas by index either way), after the content before them.
-            if (called) {
+            // Each call delta in its own chunk, after the content before the calls: a call
+            // opens with its id and name, then its arguments come as they arrive (or whole,
+            // for calls read whole); OpenAI's clients join them by index.
+            if (!a.call_deltas.empty()) {
               if (!delta.empty() && !send_delta({{"content", delta}})) return false;
               delta.clear();
-              if (!send_delta({{"tool_calls", tool_calls_json(a.calls, true)}})) return false;
+              for (const ToolCallDelta& d : a.call_deltas)
+                if (!send_delta({{"tool_calls", json::array({tool_call_delta_json(d)})}}))
+                  return false;
             }
           }
           if (chat)

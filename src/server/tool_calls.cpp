@@ -5,41 +5,19 @@
 #include <cctype>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "server/harmony.h"
 #include "server/serving.h"
+#include "server/tool_call_scan.h"
 
 namespace strata {
 
 namespace {
 
-constexpr const char* kCallOpen = "<tool_call>";
-constexpr const char* kCallClose = "</tool_call>";
-constexpr const char* kPythonTag = "<|python_tag|>";
-// DeepSeek-V3's (and R1's, V3.1's) tool-call tokens.
-constexpr const char* kDsCallsBegin = "<\uff5ctool\u2581calls\u2581begin\uff5c>";
-constexpr const char* kDsCallBegin = "<\uff5ctool\u2581call\u2581begin\uff5c>";
-constexpr const char* kDsCallEnd = "<\uff5ctool\u2581call\u2581end\uff5c>";
-constexpr const char* kDsSep = "<\uff5ctool\u2581sep\uff5c>";
-// Mistral's control tokens (kept in the text: the server decodes these answers with
-// special tokens).
-constexpr const char* kMistralCalls = "[TOOL_CALLS]";
-constexpr const char* kMistralArgs = "[ARGS]";
-constexpr const char* kMistralCallId = "[CALL_ID]";  // Mistral Small 3.2: NAME[CALL_ID]ID[ARGS]
-
-// Arguments keep the order the model wrote them in (as Python's json.dumps does).
+// Arguments are the model's own JSON text (trimmed), so that the fragments a stream sends as
+// they arrive join to the whole answer's arguments; nlohmann-json checks that they parse.
 using ojson = nlohmann::ordered_json;
-
-bool is_hermes(const std::string& format) {
-  return format == "hermes" || format == "qwen25" || format == "qwen";
-}
-bool is_llama3(const std::string& format) {
-  return format == "llama3" || format == "llama3_json" || format == "llama4";
-}
-bool is_deepseek(const std::string& format) {
-  return format == "deepseekv3" || format == "deepseek_v3" || format == "deepseekv31" ||
-         format == "deepseek_v31";
-}
 
 // Where a format's calls begin: they are the rest of the answer from there (npos: none).
 // Llama 3's answer is calls or not as a whole, decided by its first character.
@@ -57,171 +35,73 @@ std::string trim(const std::string& s) {
   return s.substr(a, b - a + 1);
 }
 
-// {"name": ..., "arguments" | "parameters": {...} or a JSON string} -> a call.
-std::optional<ToolCall> to_call(const std::string& json_text) {
-  const ojson j = ojson::parse(json_text, nullptr, false);
-  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
+// A call from its span (tool_call_scan.h) and the JSON text of its whole object ({"name": ...,
+// "arguments" | "parameters": ...}; empty for formats that write the name outside an object).
+std::optional<ToolCall> to_call(const std::string& text, const CallSpan& span,
+                                const std::string& object_text) {
+  if (!object_text.empty() && !ojson::parse(object_text, nullptr, false).is_object())
+    return std::nullopt;
+  if (!span.name || span.name->empty()) return std::nullopt;
   ToolCall c;
-  c.id = random_id("call_");
-  c.name = j["name"].get<std::string>();
-  const char* key = j.contains("arguments") ? "arguments" : "parameters";
-  if (!j.contains(key) || j[key].is_null())
+  c.id = span.id && !span.id->empty() ? *span.id : random_id("call_");
+  c.name = *span.name;
+  if (span.args_begin == std::string::npos) {
+    if (object_text.empty()) return std::nullopt;  // a marker format's call has arguments
     c.arguments = "{}";
-  else if (j[key].is_string())
-    c.arguments = j[key].get<std::string>();
+    return c;
+  }
+  if (span.args_end == std::string::npos) return std::nullopt;
+  const std::string raw = text.substr(span.args_begin, span.args_end - span.args_begin);
+  const ojson args = ojson::parse(raw, nullptr, false);
+  if (object_text.empty() && !args.is_object()) return std::nullopt;
+  if (args.is_discarded()) return std::nullopt;
+  if (args.is_null())
+    c.arguments = "{}";
+  else if (args.is_string())
+    c.arguments = args.get<std::string>();
   else
-    c.arguments = j[key].dump();
+    c.arguments = raw;
   return c;
 }
 
-// The end (one past the closing brace) of the JSON object starting at `start`, strings and
-// escapes skipped; npos when it does not close.
-size_t object_end(const std::string& s, size_t start) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = start; i < s.size(); ++i) {
-    const char ch = s[i];
-    if (in_string) {
-      if (ch == '\\')
-        ++i;
-      else if (ch == '"')
-        in_string = false;
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '{') {
-      ++depth;
-    } else if (ch == '}' && --depth == 0) {
-      return i + 1;
+// The calls of an answer, from its spans; none (the whole text is content) when one does not
+// parse, or when text that is not a call follows them where the format allows none.
+std::vector<ToolCall> calls_of(const std::string& format, const std::string& text) {
+  const std::vector<CallSpan> spans = scan_calls(format, text);
+  if (spans.empty()) return {};
+  const bool objects = is_hermes(format) || is_llama3(format) || spans[0].object;
+  std::vector<ToolCall> out;
+  for (const CallSpan& s : spans) {
+    if (objects != s.object) return {};
+    std::string object;
+    if (objects) {
+      if (!s.closed && !is_hermes(format)) return {};  // hermes: a cut-off block is the rest
+      // hermes: the whole block, trimmed (nothing else may share it); others: the object.
+      const size_t to = !is_hermes(format) ? s.end
+                        : s.closed         ? text.rfind(kCallClose, s.end)
+                                           : text.size();
+      object = trim(text.substr(s.begin, to - s.begin));
     }
+    auto call = to_call(text, s, object);
+    if (!call) return {};
+    out.push_back(std::move(*call));
   }
-  return std::string::npos;
-}
-
-ParsedAnswer parse_hermes(const std::string& text) {
-  size_t pos = text.find(kCallOpen);
-  if (pos == std::string::npos) return {text, {}};
-  ParsedAnswer out{text.substr(0, pos), {}};
-  while (pos != std::string::npos) {
-    const size_t body = pos + std::string(kCallOpen).size();
-    const size_t close = text.find(kCallClose, body);  // npos: cut off, the rest is the body
-    const auto call = to_call(
-        trim(text.substr(body, close == std::string::npos ? std::string::npos : close - body)));
-    if (!call) return {text, {}};
-    out.calls.push_back(*call);
-    if (close == std::string::npos) break;
-    pos = text.find(kCallOpen, close);
+  const CallSpan& last = spans.back();
+  if (is_llama3(format) && text.find_first_not_of(" \t\r\n;", last.end) != std::string::npos)
+    return {};                           // text after the calls: not a call answer
+  if (format == "mistral" && objects) {  // [TOOL_CALLS][...]: the list ends after the last call
+    const size_t after = text.find_first_not_of(" \t\r\n", last.end);
+    if (after == std::string::npos || text[after] != ']') return {};
   }
   return out;
 }
 
-// DeepSeek-V3: <｜tool▁calls▁begin｜> then per call <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME
-// \n```json\n{args}\n```<｜tool▁call▁end｜>; V3.1 writes
-// <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{args} <｜tool▁call▁end｜>. Both are read.
-ParsedAnswer parse_deepseek(const std::string& text) {
-  const size_t begin = text.find(kDsCallsBegin);
-  if (begin == std::string::npos) return {text, {}};
-  ParsedAnswer out{text.substr(0, begin), {}};
-  size_t pos = text.find(kDsCallBegin, begin);
-  if (pos == std::string::npos) return {text, {}};
-  while (pos != std::string::npos) {
-    const size_t body = pos + std::string(kDsCallBegin).size();
-    const size_t end = text.find(kDsCallEnd, body);
-    const std::string call =
-        text.substr(body, end == std::string::npos ? std::string::npos : end - body);
-    const size_t sep = call.find(kDsSep);
-    if (sep == std::string::npos) return {text, {}};
-    const std::string left = trim(call.substr(0, sep));
-    std::string right = call.substr(sep + std::string(kDsSep).size());
-    ToolCall c;
-    c.id = random_id("call_");
-    const size_t fence = right.find("```json");
-    if (fence != std::string::npos) {  // V3: NAME\n```json\n{...}\n```
-      c.name = trim(right.substr(0, fence));
-      right = right.substr(fence + 7);
-      const size_t close = right.rfind("```");
-      if (close != std::string::npos) right = right.substr(0, close);
-    } else {  // V3.1: the name before the separator
-      c.name = left;
-    }
-    const ojson args = ojson::parse(trim(right), nullptr, false);
-    if (c.name.empty() || !args.is_object()) return {text, {}};
-    c.arguments = args.dump();
-    out.calls.push_back(std::move(c));
-    if (end == std::string::npos) break;
-    pos = text.find(kDsCallBegin, end);
-  }
-  return out;
-}
-
-// Mistral: [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (tokenizer v3), or per call
-// [TOOL_CALLS]NAME[ARGS]{...} (v11 and later).
-ParsedAnswer parse_mistral(const std::string& text) {
-  size_t pos = text.find(kMistralCalls);
-  if (pos == std::string::npos) return {text, {}};
-  ParsedAnswer out{text.substr(0, pos), {}};
-  const size_t marker = std::string(kMistralCalls).size();
-  const std::string first = trim(text.substr(pos + marker));
-  if (!first.empty() && first[0] == '[') {
-    const ojson list = ojson::parse(first.substr(0, first.rfind(']') + 1), nullptr, false);
-    if (!list.is_array() || list.empty()) return {text, {}};
-    for (const auto& item : list) {
-      const auto call = to_call(item.dump());
-      if (!call) return {text, {}};
-      out.calls.push_back(*call);
-    }
-    return out;
-  }
-  while (pos != std::string::npos) {
-    const size_t start = pos + marker;
-    const size_t next = text.find(kMistralCalls, start);
-    const std::string one =
-        text.substr(start, next == std::string::npos ? std::string::npos : next - start);
-    const size_t args = one.find(kMistralArgs);
-    if (args == std::string::npos) return {text, {}};
-    ToolCall c;
-    c.id = random_id("call_");
-    c.name = trim(one.substr(0, args));
-    if (const size_t id = c.name.find(kMistralCallId); id != std::string::npos) {
-      c.id = trim(c.name.substr(id + std::string(kMistralCallId).size()));
-      c.name = trim(c.name.substr(0, id));
-    }
-    const std::string rest = trim(one.substr(args + std::string(kMistralArgs).size()));
-    const size_t end = rest.empty() || rest[0] != '{' ? std::string::npos : object_end(rest, 0);
-    const ojson a =
-        end == std::string::npos ? ojson() : ojson::parse(rest.substr(0, end), nullptr, false);
-    if (c.name.empty() || !a.is_object()) return {text, {}};
-    c.arguments = a.dump();
-    out.calls.push_back(std::move(c));
-    pos = next;
-  }
-  return out;
-}
-
-// Where a llama3 answer's calls begin (after whitespace and <|python_tag|>), or npos when the
-// answer is not calls.
-size_t llama3_calls_start(const std::string& text) {
-  size_t i = text.find_first_not_of(" \t\r\n");
-  if (i == std::string::npos) return std::string::npos;
-  if (text.compare(i, std::string(kPythonTag).size(), kPythonTag) == 0)
-    i = text.find_first_not_of(" \t\r\n", i + std::string(kPythonTag).size());
-  return i != std::string::npos && text[i] == '{' ? i : std::string::npos;
-}
-
-ParsedAnswer parse_llama3(const std::string& text) {
-  size_t i = llama3_calls_start(text);
-  if (i == std::string::npos) return {text, {}};
-  ParsedAnswer out;
-  while (i < text.size()) {
-    const size_t end = object_end(text, i);
-    if (end == std::string::npos) return {text, {}};
-    const auto call = to_call(text.substr(i, end - i));
-    if (!call) return {text, {}};
-    out.calls.push_back(*call);
-    i = text.find_first_not_of(" \t\r\n;", end);
-    if (i == std::string::npos) break;
-    if (text[i] != '{') return {text, {}};  // text after the calls: not a call answer
-  }
-  return out;
+// Where the content ends and the calls begin (npos: no calls).
+size_t calls_begin(const std::string& format, const std::string& text) {
+  if (is_llama3(format))
+    return llama3_calls_start(text) == std::string::npos ? std::string::npos : 0;
+  const std::string marker = call_marker(format);
+  return marker.empty() ? std::string::npos : text.find(marker);
 }
 
 // The length of the longest end of `s` that begins `marker` (text to hold back).
@@ -288,26 +168,30 @@ std::string detect_tool_call_format(const std::string& prompt) {
 }
 
 ParsedAnswer parse_tool_calls(const std::string& format, const std::string& text) {
-  if (is_hermes(format)) return parse_hermes(text);
-  if (is_llama3(format)) return parse_llama3(text);
-  if (is_deepseek(format)) return parse_deepseek(text);
-  if (format == "mistral") return parse_mistral(text);
   if (is_harmony_format(format)) {
     HarmonyAnswer h = parse_harmony(text);
     return {std::move(h.content), std::move(h.calls)};
   }
-  return {text, {}};
+  const size_t begin = calls_begin(format, text);
+  if (begin == std::string::npos) return {text, {}};
+  std::vector<ToolCall> calls = calls_of(format, text);
+  if (calls.empty()) return {text, {}};
+  return {text.substr(0, begin), std::move(calls)};
 }
 
 std::string ToolCallStream::feed(const std::string& delta) {
   text_ += delta;
-  if (in_call_) return "";
+  if (in_call_) {
+    stream_calls();
+    return "";
+  }
   size_t safe = text_.size();
   if (const std::string marker = call_marker(format_); !marker.empty()) {
     const size_t pos = text_.find(marker, sent_ > 0 ? sent_ : 0);
     if (pos != std::string::npos) {
       in_call_ = true;
       safe = pos;
+      stream_calls();
     } else {
       safe = text_.size() - partial_marker(text_, marker);
     }
@@ -319,6 +203,7 @@ std::string ToolCallStream::feed(const std::string& delta) {
       if (llama3_calls_start(text_) != std::string::npos ||
           rest.compare(0, std::string(kPythonTag).size(), kPythonTag) == 0) {
         in_call_ = true;
+        stream_calls();
         return "";
       }
       if (std::string(kPythonTag).compare(0, rest.size(), rest) == 0) return "";
@@ -335,7 +220,43 @@ ParsedAnswer ToolCallStream::finish() {
   // with calls the content is exactly what went out (the text before the first call).
   parsed.content = parsed.calls.empty() ? text_.substr(sent_) : "";
   sent_ = text_.size();
+  // Calls streamed keep their ids and get the bytes not sent yet; the others go out whole.
+  // Calls whose fragments went out but that turn out malformed cannot be taken back (as in
+  // vLLM): the client got deltas of a call the final answer does not have.
+  for (size_t k = 0; k < parsed.calls.size(); ++k) {
+    ToolCall& c = parsed.calls[k];
+    if (k >= streamed_.size()) {
+      deltas_.push_back({k, true, c.id, c.name, c.arguments});
+      continue;
+    }
+    c.id = streamed_[k].id;
+    const size_t sent = streamed_[k].arguments_sent;
+    if (c.arguments.size() > sent) deltas_.push_back({k, false, "", "", c.arguments.substr(sent)});
+  }
   return parsed;
+}
+
+void ToolCallStream::stream_calls() {
+  const std::vector<CallSpan> spans = scan_calls(format_, text_);
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const CallSpan& s = spans[k];
+    if (k == streamed_.size()) {  // opens once its name is whole
+      if (!s.name || s.name->empty()) return;
+      streamed_.push_back({s.id && !s.id->empty() ? *s.id : random_id("call_"), 0});
+      deltas_.push_back({k, true, streamed_[k].id, *s.name, ""});
+    }
+    StreamedCall& c = streamed_[k];
+    if (s.args_arrived > c.arguments_sent) {
+      deltas_.push_back(
+          {k, false, "", "",
+           text_.substr(s.args_begin + c.arguments_sent, s.args_arrived - c.arguments_sent)});
+      c.arguments_sent = s.args_arrived;
+    }
+  }
+}
+
+std::vector<ToolCallDelta> ToolCallStream::take_deltas() {
+  return std::exchange(deltas_, {});
 }
 
 json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
@@ -348,6 +269,23 @@ json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
     out.push_back(c);
   }
   return out;
+}
+
+std::vector<ToolCallDelta> whole_call_deltas(const std::vector<ToolCall>& calls) {
+  std::vector<ToolCallDelta> out;
+  for (size_t k = 0; k < calls.size(); ++k)
+    out.push_back({k, true, calls[k].id, calls[k].name, calls[k].arguments});
+  return out;
+}
+
+json tool_call_delta_json(const ToolCallDelta& d) {
+  json c = {{"index", d.index}, {"function", {{"arguments", d.arguments}}}};
+  if (d.opens) {
+    c["id"] = d.id;
+    c["type"] = "function";
+    c["function"]["name"] = d.name;
+  }
+  return c;
 }
 
 }  // namespace strata

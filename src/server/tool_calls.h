@@ -14,7 +14,10 @@
 //     functions.NAME is a call.
 // When the calls do not parse (invalid JSON, no name), the whole text is the content, as
 // vLLM does. A stream holds back text from where a call may begin, so that the content
-// streamed equals the content of the whole answer.
+// streamed equals the content of the whole answer. A call's arguments are the model's JSON
+// text (trimmed); a stream sends a call once its name is whole, then its arguments' bytes as
+// they arrive (tool_call_scan.h finds them), so the fragments join to the whole answer's
+// arguments. Arguments that come before the name, or that are not an object, go out whole.
 #include <string>
 #include <vector>
 
@@ -44,20 +47,43 @@ struct ParsedAnswer {
 };
 ParsedAnswer parse_tool_calls(const std::string& format, const std::string& text);
 
+// One delta.tool_calls entry of a stream: a call opening (its id and name, and arguments ""
+// or, for a call sent whole, all of them), or more of its arguments' text.
+struct ToolCallDelta {
+  size_t index = 0;
+  bool opens = false;
+  std::string id, name;
+  std::string arguments;
+};
+
 // The same, as text arrives: feed() returns the content that may be sent now; finish() the
-// rest of the content (empty when calls were found) and the calls.
+// rest of the content (empty when calls were found) and the calls, with the ids streamed.
+// take_deltas() returns the call deltas that feed() and finish() found since the last take.
+// Fragments sent for a call that turns out malformed cannot be taken back (vLLM's limit too).
 class ToolCallStream {
  public:
   explicit ToolCallStream(std::string format) : format_(std::move(format)) {}
   std::string feed(const std::string& delta);
   ParsedAnswer finish();
+  std::vector<ToolCallDelta> take_deltas();
 
  private:
+  struct StreamedCall {
+    std::string id;
+    size_t arguments_sent = 0;  // bytes of its arguments text
+  };
+  void stream_calls();  // deltas for what the calls' text has grown by
   std::string format_;
   std::string text_;  // all so far
   size_t sent_ = 0;   // content already returned
   bool in_call_ = false;
+  std::vector<StreamedCall> streamed_;
+  std::vector<ToolCallDelta> deltas_;
 };
+
+// Deltas that send each call whole (formats read whole, forced calls).
+std::vector<ToolCallDelta> whole_call_deltas(const std::vector<ToolCall>& calls);
+json tool_call_delta_json(const ToolCallDelta& d);
 
 // OpenAI's message.tool_calls / delta.tool_calls entries.
 json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index);

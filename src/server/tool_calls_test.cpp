@@ -23,10 +23,10 @@ TEST(ToolCalls, HermesCallsAndTheContentBeforeThem) {
   EXPECT_EQ(a.content, "I'll check both cities.\n");
   ASSERT_EQ(a.calls.size(), 2u);
   EXPECT_EQ(a.calls[0].name, "get_current_temperature");
-  // The arguments keep the model's key order, as Python's json.dumps writes them.
-  EXPECT_EQ(a.calls[0].arguments, R"({"location":"San Francisco, CA, USA","unit":"celsius"})");
+  // The arguments are the model's own JSON text (what a stream sends as it arrives).
+  EXPECT_EQ(a.calls[0].arguments, R"({"location": "San Francisco, CA, USA", "unit": "celsius"})");
   EXPECT_EQ(a.calls[1].arguments,
-            R"({"location":"San Francisco, CA, USA","date":"2024-10-01","unit":"celsius"})");
+            R"({"location": "San Francisco, CA, USA", "date": "2024-10-01", "unit": "celsius"})");
   EXPECT_EQ(a.calls[0].id.rfind("call_", 0), 0u);
   EXPECT_NE(a.calls[0].id, a.calls[1].id);
 }
@@ -38,7 +38,7 @@ TEST(ToolCalls, Llama3JsonCalls) {
     EXPECT_EQ(a.content, "") << text;
     ASSERT_GE(a.calls.size(), 1u) << text;
     EXPECT_EQ(a.calls[0].name, "get_current_conditions");
-    EXPECT_EQ(a.calls[0].arguments, R"({"location":"San Francisco, CA","unit":"Fahrenheit"})");
+    EXPECT_EQ(a.calls[0].arguments, R"({"location": "San Francisco, CA", "unit": "Fahrenheit"})");
   }
   EXPECT_EQ(parse_tool_calls("llama3", " " + kLlama + "; {\"name\": \"b\"}").calls.size(), 2u);
 }
@@ -86,6 +86,70 @@ TEST(ToolCalls, AStreamSendsTheSameContentAndCalls) {
       }
     }
   }
+}
+
+// Calls stream as they arrive: a call opens (id, name, arguments "") once its name is whole,
+// then its arguments come in fragments that join to the whole answer's arguments, with the ids
+// the whole stream ends with. Arguments before the name go out in one piece.
+TEST(ToolCalls, AStreamSendsEachCallsArgumentsAsTheyArrive) {
+  const std::string args = R"({"city": "Oslo, \"NO\" {x}", "days": [1, 2, 3], "unit": "c"})";
+  const std::string ds =
+      "<\uff5ctool\u2581calls\u2581begin\uff5c><\uff5ctool\u2581call\u2581begin\uff5c>";
+  const std::string ds_sep = "<\uff5ctool\u2581sep\uff5c>";
+  const std::string ds_end = "<\uff5ctool\u2581call\u2581end\uff5c>";
+  for (const auto& [format, text] : std::vector<std::pair<std::string, std::string>>{
+           {"hermes", "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": " + args +
+                          "}\n</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": " + args +
+                          "}\n</tool_call>"},
+           {"llama3", "{\"name\": \"f\", \"parameters\": " + args +
+                          "}; {\"name\": \"g\", "
+                          "\"parameters\": " +
+                          args + "}"},
+           {"deepseekv3", ds + "function" + ds_sep + "f\n```json\n" + args + "\n```" + ds_end},
+           {"deepseekv31", ds + "f" + ds_sep + args + ds_end},
+           {"mistral", "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": " + args + "}]"},
+           {"mistral", "[TOOL_CALLS]f[ARGS]" + args}}) {
+    ToolCallStream s(format);
+    std::vector<ToolCallDelta> deltas;
+    for (size_t i = 0; i < text.size(); i += 4) {
+      s.feed(text.substr(i, 4));
+      for (auto& d : s.take_deltas()) deltas.push_back(std::move(d));
+    }
+    const ParsedAnswer end = s.finish();
+    for (auto& d : s.take_deltas()) deltas.push_back(std::move(d));
+    const ParsedAnswer whole = parse_tool_calls(format, text);
+    ASSERT_FALSE(whole.calls.empty()) << text;
+    ASSERT_EQ(end.calls.size(), whole.calls.size()) << text;
+    for (size_t k = 0; k < whole.calls.size(); ++k) {
+      EXPECT_EQ(whole.calls[k].arguments, args) << text;
+      std::string joined;
+      size_t fragments = 0, opened = 0;
+      for (const ToolCallDelta& d : deltas) {
+        if (d.index != k) continue;
+        if (d.opens) {
+          ++opened;
+          EXPECT_EQ(fragments, 0u);
+          EXPECT_EQ(d.id, end.calls[k].id);
+          EXPECT_EQ(d.name, whole.calls[k].name);
+          EXPECT_EQ(d.arguments, "");
+        } else {
+          ++fragments;
+        }
+        joined += d.arguments;
+      }
+      EXPECT_EQ(opened, 1u) << text;
+      EXPECT_GT(fragments, 1u) << text;
+      EXPECT_EQ(joined, whole.calls[k].arguments) << text;
+    }
+  }
+  ToolCallStream late("hermes");  // the name after the arguments: the call comes whole
+  late.feed("<tool_call>{\"arguments\": " + args);
+  EXPECT_TRUE(late.take_deltas().empty());
+  late.feed(R"(, "name": "f"}</tool_call>)");
+  const auto d = late.take_deltas();
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].name, "f");
+  EXPECT_EQ(d[1].arguments, args);
 }
 
 TEST(ToolCalls, TheFormatComesFromTheRenderedTemplateOrTheFlag) {

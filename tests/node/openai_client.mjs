@@ -169,6 +169,35 @@ check('streamed named tool call', () => {
   assert.ok(['c', 'f'].includes(JSON.parse(calls[0].function.arguments).unit));
   assert.equal(assembled.choices[0].finish_reason, 'tool_calls');
 });
+// A call the model writes itself (here through a literal regex, an extension field): streamed,
+// it opens with its id and name, its arguments arrive in fragments, and the stream helper
+// joins them to the arguments of the same answer not streamed.
+const callText = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo", "days": 3}}\n</tool_call>';
+const writtenBody = {
+  model: expected.model, messages, tools, max_tokens: 200, temperature: 0,
+  regex: callText.replace(/[\\^$.|?*+()[\]{}]/g, '\\$&'),
+};
+const written = await client.chat.completions.create(writtenBody);
+const writtenStream = client.chat.completions.stream({ ...writtenBody, stream: true });
+const callDeltas = [];
+writtenStream.on('chunk', (chunk) => {
+  for (const choice of chunk.choices) callDeltas.push(...(choice.delta.tool_calls ?? []));
+});
+const writtenAssembled = await writtenStream.finalChatCompletion();
+check('streamed tool call arguments', () => {
+  const whole = written.choices[0].message.tool_calls;
+  assert.equal(whole.length, 1);
+  assert.equal(whole[0].function.arguments, '{"city": "Oslo", "days": 3}');
+  assert.ok(callDeltas.length > 2, JSON.stringify(callDeltas));
+  assert.equal(callDeltas[0].function.name, 'get_weather');
+  assert.equal(callDeltas[0].function.arguments, '');
+  const calls = writtenAssembled.choices[0].message.tool_calls;
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].id, callDeltas[0].id);
+  assert.equal(calls[0].function.name, 'get_weather');
+  assert.equal(calls[0].function.arguments, whole[0].function.arguments);
+  assert.equal(writtenAssembled.choices[0].finish_reason, 'tool_calls');
+});
 // parallel_tool_calls false: exactly one call (else the random model may list calls until
 // max_tokens).
 const required = await client.chat.completions.create({
