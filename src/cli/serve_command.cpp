@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "grammar/grammar_compiler.h"
+#include "runtime/capabilities.h"
 #include "runtime/eos_tokens.h"
 #include "runtime/scheduler.h"
 #include "server/http_server.h"
@@ -239,7 +240,9 @@ int run(const ServeFlags& f) {
   sched.chunked_prefill_size = f.chunked_prefill_size;
   sched.enable_mixed_chunk = f.enable_mixed_chunk;
   sched.disable_radix_cache = f.disable_radix_cache;
-  sched.overlap_grammar_masks = !f.disable_overlap_grammar_masks;
+  sched.overlap_grammar_masks =
+      !f.disable_overlap_grammar_masks &&
+      !check_capability("grammar_mask_overlap", "overlap", f.model.device);
   sched.enable_jump_forward = f.enable_jump_forward;
   sched.init_new_token_ratio = std::min(1.0, 0.7 * f.schedule_conservativeness);
   sched.min_new_token_ratio = std::min(1.0, 0.14 * f.schedule_conservativeness);
