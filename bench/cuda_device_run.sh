@@ -35,6 +35,9 @@ binary_path=$(cat .devtree/gpu/bundle/strata_binary_path)
 mkdir -p "$(dirname "$binary_path")"
 [ -e "$binary_path" ] || ln -sfn "$PWD/$bin/strata" "$binary_path"
 tests_bin=$bin/strata_tests
+# ... and the tokenizer fixtures the build unpacks beside it (tests/CMakeLists.txt).
+tok_data=$(dirname "$binary_path")/tests/tokenizers
+[ -e "$tok_data" ] || { mkdir -p "$tok_data" && tar -C "$tok_data" -xJf tests/data/tokenizers.tar.xz; }
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   timeout "${TESTS_TIMEOUT:-300}" "$tests_bin" --gtest_filter="${TESTS_FILTER:-Shapes/CudaBackendVsCpu*:DeviceKVPool*:*Cuda*:*OpsDevice*}" \

@@ -11,5 +11,5 @@ cuda=(-DSTRATA_CUDA=OFF)
 if [ "${STRATA_CUDA:-auto}" != OFF ] && [ -x "$NVCC" ]; then
   cuda=(-DSTRATA_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC")
 fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda[@]}" "$@"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda[@]}" -DSTRATA_STATIC_OPENBLAS=OFF "$@"
 cmake --build build

@@ -5,6 +5,7 @@
 # into .devtree/gpu/bundle.tar.xz (.devtree/ is git-ignored; a device run carries it, well
 # under the 64 MiB a run may carry). bench/cuda_device_run.sh unpacks and uses it there.
 #   scripts/gpu_bundle.sh            # build/ (scripts/build.sh, with CUDA) -> .devtree/gpu/bundle.tar.xz
+#   BUNDLE_KERNEL_BENCH=1 scripts/gpu_bundle.sh   # ... with strata_attention_bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NVCC=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -12,13 +13,16 @@ NVCC=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 LAUNCHER=()
 command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 # The same build as the test suite's (scripts/build.sh): one CUDA-enabled Release tree.
-STRATA_CUDA=ON ./scripts/build.sh "${LAUNCHER[@]}" >/dev/null
+# OpenBLAS linked from its archive: only what strata calls travels (CMakeLists.txt).
+STRATA_CUDA=ON ./scripts/build.sh "${LAUNCHER[@]}" -DSTRATA_STATIC_OPENBLAS=ON >/dev/null
 
 out=.devtree/gpu
 rm -rf "$out/bundle"
 mkdir -p "$out/bundle/bin" "$out/bundle/lib"
 cp build/strata build/tests/strata_tests "$out/bundle/bin/"
-cp build/strata_attention_bench "$out/bundle/bin/"
+# The kernel bench (bench/cuda_device_run.sh deepseek|hybrid) only when asked: without it the
+# bundle and the tracked tree stay under the 64 MiB a device run carries.
+[ "${BUNDLE_KERNEL_BENCH:-0}" = 1 ] && cp build/strata_attention_bench "$out/bundle/bin/"
 # The fixture path the test binary has compiled in: the run script links the carried
 # tests/data there.
 echo "$PWD/tests/data" >"$out/bundle/test_data_path"

@@ -21,8 +21,9 @@ margins = []
 
 def hook(mod, inp, out):
     x = inp[0].reshape(-1, inp[0].shape[-1]).float()
+    bias = getattr(mod, "bias", None)  # Qwen3-Next's router has none
     logits = torch.nn.functional.linear(x, mod.weight.float(),
-                                        None if mod.bias is None else mod.bias.float())
+                                        None if bias is None else bias.float())
     k = getattr(mod, "top_k", None) or top_k
     top = torch.topk(logits, k + 1, dim=-1).values
     margins.append((top[:, k - 1] - top[:, k]).min().item())
