@@ -38,6 +38,13 @@ tests_bin=$bin/strata_tests
 # ... and the tokenizer fixtures the build unpacks beside it (tests/CMakeLists.txt).
 tok_data=$(dirname "$binary_path")/tests/tokenizers
 [ -e "$tok_data" ] || { mkdir -p "$tok_data" && tar -C "$tok_data" -xJf tests/data/tokenizers.tar.xz; }
+# The kernel bench (bounded to 120 s a run) travels only in a bundle built with
+# BUNDLE_KERNEL_BENCH=1 (gpu_bundle.sh).
+kernel_bench() {
+  [ -x "$bin/strata_attention_bench" ] ||
+    { echo "error: no strata_attention_bench in the bundle; build it with BUNDLE_KERNEL_BENCH=1 scripts/gpu_bundle.sh" >&2; return 1; }
+  timeout 120 "$bin/strata_attention_bench" "$@"
+}
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   timeout "${TESTS_TIMEOUT:-300}" "$tests_bin" --gtest_filter="${TESTS_FILTER:-Shapes/CudaBackendVsCpu*:DeviceKVPool*:*Cuda*:*OpsDevice*}" \
@@ -137,7 +144,7 @@ if [ "$what" = deepseek ] || [ "$what" = all ]; then
   # The decode kernel on the latent (16 heads over one 576-wide row, value inside it) at the
   # runs' shapes, and one 4096-token extend.
   for shape in "1 1280" "64 1280" "64 4096"; do
-    timeout 120 "$bin/strata_attention_bench" mla $shape | tee -a "$OUT/deepseek_attention.jsonl"
+    kernel_bench mla $shape | tee -a "$OUT/deepseek_attention.jsonl"
   done
 fi
 
@@ -150,7 +157,7 @@ if [ "$what" = hybrid ] || [ "$what" = all ]; then
   done
   timeout 300 "$bin/strata" bench-one-batch --model $hy_config --load-format dummy --device cuda \
     --batch-size 8 --input-len 4096 --output-len 1 --json | tee -a "$OUT/hybrid_prefill.jsonl"
-  timeout 120 "$bin/strata_attention_bench" mamba 64 8 4096 | tee -a "$OUT/hybrid_kernels.jsonl"
+  kernel_bench mamba 64 8 4096 | tee -a "$OUT/hybrid_kernels.jsonl"
   # Served with prefix caching of the recurrent state (extra_buffer) against no cache.
   timeout 300 python3 bench/hybrid_serve_check.py "$bin/strata" tests/data/models/nemotron_h \
     --device cuda | tee -a "$OUT/hybrid_serve.jsonl"

@@ -2,8 +2,8 @@
 # Builds the GPU bundle on the developer machine (Debian 12 + nvcc): the CUDA build of strata
 # (sm_90) and the shared libraries it needs that the H200 machine lacks (fmt, OpenBLAS, PCRE2,
 # OpenMPI's libmpi, ...: everything ldd lists outside the C runtime and CUDA itself), packed
-# into .devtree/gpu/bundle.tar.xz (.devtree/ is git-ignored; a device run carries it, well
-# under the 64 MiB a run may carry). bench/cuda_device_run.sh unpacks and uses it there.
+# into .devtree/gpu/bundle.tar.xz (.devtree/ is git-ignored; a device run carries it with the
+# tracked tree, together under the 64 MiB a run may carry). bench/cuda_device_run.sh unpacks and uses it there.
 #   scripts/gpu_bundle.sh            # build/ (scripts/build.sh, with CUDA) -> .devtree/gpu/bundle.tar.xz
 #   BUNDLE_KERNEL_BENCH=1 scripts/gpu_bundle.sh   # ... with strata_attention_bench
 set -euo pipefail

@@ -39,9 +39,6 @@ const std::vector<CapabilityRow>& capability_table() {
        {"cpu", "cuda"},
        "state snapshots every --mamba-track-interval prompt tokens besides no_buffer's, where "
        "the scheduler cuts prefill chunks, copied between state-pool slots"},
-      // Sliding-window layers in TokenMemory's window space (RunnerOptions::window_space). The
-      // CUDA attention backend mirrors the window table and writes window rows, but that path
-      // has not run on a GPU yet: on cuda the sliding layers keep every position.
       // Grammar masks computed while the forward runs (Scheduler with a MaskWorker; the draw
       // queued after the pass, outside its captured graph on CUDA). On cuda verified by
       // StructuredOutput.CudaOverlappedMasksDrawWhatSequentialMasksDraw on the H200 (2026-12-02).
@@ -50,6 +47,10 @@ const std::vector<CapabilityRow>& capability_table() {
        "overlap",
        {"cpu", "cuda"},
        "grammar masks computed on a worker thread while the forward pass runs"},
+      // Sliding-window layers in TokenMemory's window space (RunnerOptions::window_space). The
+      // CUDA attention backend mirrors the window table and writes window rows, but its first
+      // GPU run (2026-12-02) crashed on the host (docs/devices.md): on cuda the sliding layers
+      // keep every position.
       {"kv_window_space",
        "--disable-hybrid-swa-memory",
        "window",
