@@ -220,31 +220,33 @@ TEST(ServerHardening, AFullServerAnswers503WithRetryAfter) {
 }
 
 TEST(ServerHardening, AQueuedStreamGetsItsHeadersAtOnceAndThenWaits) {
-  // 256 KV slots, prompts of 150 tokens + 100 new: one request at a time fits. Six run one
+  // 256 KV slots, prompts of 200 tokens + 40 new: one request at a time fits. Three run one
   // after the other, and a stream sent after them waits for memory until the last has ended.
+  // (Few decoded tokens: under ASan on two busy cores CI decoded 5 tokens/s, and the test must
+  // finish well inside its limit; what it checks is when the headers come, not how fast.)
   test::Harness h("llama", test::harness_runner_options(256, 4), SchedulerOptions{});
-  auto request = [](int first, int prompt_len, bool stream) {
+  auto request = [](int first, int prompt_len, int new_tokens, bool stream) {
     std::vector<int> ids;
     for (int i = 0; i < prompt_len; ++i) ids.push_back((first + i * 7) % 500 + 1);
-    json body = {
-        {"input_ids", ids},
-        {"sampling_params", {{"max_new_tokens", 100}, {"temperature", 0}, {"ignore_eos", true}}},
-        {"stream", stream}};
+    json body = {{"input_ids", ids},
+                 {"sampling_params",
+                  {{"max_new_tokens", new_tokens}, {"temperature", 0}, {"ignore_eos", true}}},
+                 {"stream", stream}};
     return body.dump();
   };
-  constexpr int kBlockers = 6;
+  constexpr int kBlockers = 3;
   std::atomic<int> blockers_done{0};
   std::vector<std::thread> blockers;
   for (int i = 0; i < kBlockers; ++i)
     blockers.emplace_back([&, i] {
-      auto res = h.client().Post("/generate", request(i * 101, 150, false), "application/json");
+      auto res = h.client().Post("/generate", request(i * 101, 200, 40, false), "application/json");
       EXPECT_TRUE(res && res->status == 200);
       ++blockers_done;
     });
   const auto wait_start = Clock::now();
   while (h.metric("strata:num_queue_reqs") < kBlockers - 1 && seconds_since(wait_start) < 10)
     std::this_thread::sleep_for(1ms);
-  const std::string payload = request(7, 120, true);
+  const std::string payload = request(7, 150, 20, true);
   const int fd = connect_to(h.port());
   ASSERT_GE(fd, 0);
   const auto sent = Clock::now();
@@ -260,7 +262,7 @@ TEST(ServerHardening, AQueuedStreamGetsItsHeadersAtOnceAndThenWaits) {
   int blockers_done_at_headers = -1;
   double queued_at_headers = -1;
   char buf[4096];
-  while (seconds_since(sent) < 60 && answer.find("data: [DONE]") == std::string::npos) {
+  while (seconds_since(sent) < 240 && answer.find("data: [DONE]") == std::string::npos) {
     const ssize_t n = recv(fd, buf, sizeof(buf), 0);
     if (n == 0) break;
     if (n < 0) continue;
@@ -280,7 +282,7 @@ TEST(ServerHardening, AQueuedStreamGetsItsHeadersAtOnceAndThenWaits) {
   EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer.substr(0, 200);
   EXPECT_NE(answer.find("Content-Type: text/event-stream"), std::string::npos);
   // The status line and headers came at once, while the stream still waited in the queue (it
-  // fits beside none of the six, and comes after them all); its tokens came later, to [DONE].
+  // fits beside none of the three, and comes after them all); its tokens came later, to [DONE].
   EXPECT_GE(headers_at, 0);
   EXPECT_LT(headers_at, 0.5);
   EXPECT_LT(blockers_done_at_headers, kBlockers);
