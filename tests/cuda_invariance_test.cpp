@@ -5,6 +5,7 @@
 // Skips with a visible message where there is no GPU or no CUDA build.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -15,8 +16,6 @@
 namespace strata::test {
 
 namespace {
-
-constexpr double kBf16LogitTolerance = 0.06;  // of the logits' spread, as the CUDA golden test
 
 double spread(const std::vector<float>& v) {
   double sum = 0, sq = 0;
@@ -42,6 +41,8 @@ class CudaInvariance : public testing::TestWithParam<GoldenCase> {
     o.mamba_track_interval = 16;  // a multiple of both page sizes
     return std::make_unique<ModelRunner>(config_, o);
   }
+  // Of the logits' spread, as the CUDA golden test (golden_suite.cpp).
+  double share() const { return bf16_tolerance_share(GetParam().fixture); }
   ModelConfig config_;
   Reference ref_;
 };
@@ -59,13 +60,27 @@ TEST_P(CudaInvariance, BatchedEqualsSingleAndCpu) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto single = greedy(*gpu, {prompts[i]}, 6);
     const int vocab = config_.vocab_size;
-    const double tol = kBf16LogitTolerance * spread(on_cpu[i].logits[0]);
-    for (size_t s = 0; s < batched[i].logits.size(); ++s) {
-      if (batched[i].output_ids[s] != on_cpu[i].output_ids[s]) break;  // a near tie diverged
+    const double tol = share() * spread(on_cpu[i].logits[0]);
+    // A prompt whose router sits within bf16 rounding of another expert choice is compared
+    // with the CPU only before that flip (golden_suite.cpp); batched = single holds throughout.
+    const int steps = static_cast<int>(batched[i].logits.size());
+    int against_cpu = bf16_prefill_compared(GetParam().fixture, i)
+                          ? bf16_greedy_steps_compared(GetParam().fixture, i)
+                          : 0;
+    if (against_cpu < 0) against_cpu = steps;
+    // Step s's logits follow the same s tokens in both runs compared; after a near tie picks
+    // differently, the inputs differ and the comparison stops.
+    for (int s = 0; s < steps; ++s) {
       EXPECT_LE(max_abs_diff(batched[i].logits[s].data(), single[0].logits[s].data(), vocab), tol)
           << "prompt " << i << " step " << s << ": batched vs single";
-      EXPECT_LE(max_abs_diff(batched[i].logits[s].data(), on_cpu[i].logits[s].data(), vocab), tol)
-          << "prompt " << i << " step " << s << ": cuda vs cpu";
+      if (s < against_cpu) {
+        EXPECT_LE(max_abs_diff(batched[i].logits[s].data(), on_cpu[i].logits[s].data(), vocab),
+                  tol)
+            << "prompt " << i << " step " << s << ": cuda vs cpu";
+      }
+      if (batched[i].output_ids[s] != on_cpu[i].output_ids[s])
+        against_cpu = std::min(against_cpu, s + 1);
+      if (batched[i].output_ids[s] != single[0].output_ids[s]) break;
     }
   }
 }
@@ -89,7 +104,7 @@ TEST_P(CudaInvariance, PrefixCachedEqualsUncached) {
     if (radix) cached_tokens = done.at(0).cached_tokens;
   }
   EXPECT_GT(cached_tokens, 0) << "the second prompt should hit the prefix cache";
-  const double tol = kBf16LogitTolerance * spread(plain_logits[0]);
+  const double tol = share() * spread(plain_logits[0]);
   ASSERT_EQ(cached_logits.size(), plain_logits.size());
   for (size_t s = 0; s < plain_logits.size(); ++s)
     EXPECT_LE(max_abs_diff(cached_logits[s].data(), plain_logits[s].data(), config_.vocab_size),
@@ -157,7 +172,7 @@ TEST_P(CudaInvariance, SharedPromptAndConversationFromTheCacheEqualUncached) {
     EXPECT_GT(hits[1], 0) << strategy << ": the second turn should hit";
     for (size_t w = 0; w < 2; ++w) {
       ASSERT_EQ(cached[w].size(), plain[w].size());
-      const double tol = kBf16LogitTolerance * spread(plain[w][0]);
+      const double tol = share() * spread(plain[w][0]);
       for (size_t step = 0; step < plain[w].size(); ++step)
         EXPECT_LE(max_abs_diff(cached[w][step].data(), plain[w][step].data(), config_.vocab_size),
                   tol)
@@ -176,7 +191,7 @@ TEST_P(CudaInvariance, ChunkedPrefillEqualsWhole) {
   double tol = 0;
   {
     std::vector<float> row(whole.row(0), whole.row(0) + whole.cols());
-    tol = kBf16LogitTolerance * spread(row);
+    tol = share() * spread(row);
   }
   for (int chunk : {1, 7, 16, 21})
     EXPECT_LE(max_abs_diff(whole, prefill_all_logits(*gpu, ids, chunk)), tol) << "chunk " << chunk;
@@ -187,7 +202,9 @@ INSTANTIATE_TEST_SUITE_P(Hybrids, CudaInvariance,
                                          GoldenCase{"nemotron_h_moe", 16},
                                          GoldenCase{"nemotron_h_mamba_only", 1},
                                          GoldenCase{"bamba", 16}, GoldenCase{"falcon_h1", 1},
-                                         GoldenCase{"lfm2", 1}, GoldenCase{"lfm2", 16}),
+                                         GoldenCase{"lfm2", 1}, GoldenCase{"lfm2", 16},
+                                         GoldenCase{"qwen3_next", 1},
+                                         GoldenCase{"qwen3_next", 16}),
                          golden_case_name);
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaInvariance,

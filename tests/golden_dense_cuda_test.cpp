@@ -2,12 +2,9 @@
 // the same transformers references as golden_dense_test.cpp and golden_hybrid_test.cpp. The GPU
 // path keeps weights, GEMM inputs and the KV cache in bf16 (f32 accumulation, f32 residual stream),
 // so logits match within a bf16 tolerance, not the CPU's 1e-3:
-//   max |logit - reference| <= kBf16LogitTolerance * std(reference logits)
-// (bf16 keeps 8 significant bits: each rounding moves a value by up to 2^-9 = 0.2%, and the
-// fixtures' f32 weights are rounded too. Measured on the H200, 2026-11-30, as a share of the
-// std: 2.2% for llama_bf16 (bf16-exact weights), 3.6-4.6% for the f32-weight fixtures (worst
-// qwen3). kBf16LogitTolerance = 6% keeps a margin over that without hiding a real bug, which
-// shows up as errors of the order of the std itself.)
+//   max |logit - reference| <= bf16_tolerance_share(fixture) * std(reference logits)
+// (golden_suite.cpp: the shares, and the prompts a router flip leaves out, with their
+// measurements).
 // Greedy ids must equal the reference at every step whose reference margin (top-1 minus
 // top-2 logit) exceeds twice that tolerance; after a closer call the continuation may
 // legitimately differ, so the comparison of that prompt stops there.
@@ -22,8 +19,6 @@
 namespace strata::test {
 
 namespace {
-
-constexpr double kBf16LogitTolerance = 0.06;
 
 double logits_std(const Tensor& t) {
   double sum = 0, sq = 0;
@@ -49,7 +44,7 @@ class GoldenCuda : public testing::TestWithParam<GoldenCase> {
     RunnerOptions o = default_options(GetParam().page_size);
     o.device = "cuda";
     runner_ = std::make_unique<ModelRunner>(config_, o);
-    tolerance_ = kBf16LogitTolerance * logits_std(ref_.logits.back());
+    tolerance_ = bf16_tolerance_share(GetParam().fixture) * logits_std(ref_.logits.back());
   }
   Reference ref_;
   ModelConfig config_;
@@ -59,36 +54,9 @@ class GoldenCuda : public testing::TestWithParam<GoldenCase> {
 
 }  // namespace
 
-// Prompts whose prefill logits a fixture is not compared on: a sigmoid router sits within bf16
-// rounding of a different expert choice there, a discrete change no tolerance can absorb.
-// deepseek_v3, prompts 2 and 3: rounding only the router's input to bf16 on the CPU moves prompt
-// 3's logits by 2.75 (measured 2026-12-01; the GPU's error there is 2.71). nemotron_h_moe,
-// prompt 2: the same experiment moves its logits by 3.497 (measured 2026-12-02; the GPU's error
-// is 3.484). Both routers run in f32 on the GPU too (as in transformers); the flip comes from
-// the bf16 activations before them. gpt_oss, prompt 3: its f32 router logits have a top-2 margin
-// of 1.5e-4 there, and transformers' own bf16 forward on the GPU misses the reference by 3.82
-// on it (tools/bf16_sensitivity.py, 2026-12-02; strata's GPU error is 1.63, every other
-// prompt within 0.06). Every other check still runs on these prompts.
-static bool prefill_compared(const std::string& fixture, size_t prompt) {
-  if (fixture == "deepseek_v3") return prompt < 2;
-  if (fixture == "gpt_oss") return prompt != 3;
-  if (fixture == "nemotron_h_moe" || fixture == "nemotron_h_moe_hub_config") return prompt != 2;
-  return true;
-}
-
-// Greedy steps compared per prompt before a known router flip (-1: all). nemotron_h_moe's
-// prompt 1 changes experts at its third step on the GPU (logit error 4.68, the size of the
-// flip above, where bf16 rounding gives 0.05-0.07); rounding the router input alone on the
-// CPU does not reproduce it, so its cause is the bf16 activations upstream.
-static int greedy_steps_compared(const std::string& fixture, size_t prompt) {
-  if ((fixture == "nemotron_h_moe" || fixture == "nemotron_h_moe_hub_config") && prompt == 1)
-    return 2;
-  return -1;
-}
-
 TEST_P(GoldenCuda, PrefillLogitsWithinBf16Tolerance) {
   for (size_t i = 0; i < ref_.input_ids.size(); ++i) {
-    if (!prefill_compared(GetParam().fixture, i)) continue;
+    if (!bf16_prefill_compared(GetParam().fixture, i)) continue;
     const Tensor logits = prefill_all_logits(*runner_, ref_.input_ids[i]);
     const double err = max_abs_diff(logits, ref_.logits[i]);
     std::printf(
@@ -107,7 +75,7 @@ TEST_P(GoldenCuda, GreedyIdsMatchWhereTheMarginAllows) {
     EXPECT_EQ(argmax_on_gpu[i].output_ids, with_logits[i].output_ids) << "prompt " << i;
     int checked = 0;
     // Step s is compared while every earlier token equals the reference (same inputs).
-    const int steps = greedy_steps_compared(GetParam().fixture, i);
+    const int steps = bf16_greedy_steps_compared(GetParam().fixture, i);
     for (int s = 0; s < (steps < 0 ? 10 : steps); ++s) {
       EXPECT_LE(max_abs_diff(with_logits[i].logits[s].data(), ref_.greedy_logits[i].row(s), vocab),
                 tolerance_)
@@ -152,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(
                     GoldenCase{"nemotron_h_mamba_only", 1}, GoldenCase{"nemotron_h_moe", 1},
                     GoldenCase{"nemotron_h_moe", 16}, GoldenCase{"nemotron_h_moe_hub_config", 1},
                     GoldenCase{"bamba", 1}, GoldenCase{"bamba", 16}, GoldenCase{"falcon_h1", 1},
-                    GoldenCase{"falcon_h1", 16}, GoldenCase{"lfm2", 1}, GoldenCase{"lfm2", 16}),
+                    GoldenCase{"falcon_h1", 16}, GoldenCase{"lfm2", 1}, GoldenCase{"lfm2", 16},
+                    GoldenCase{"qwen3_next", 1}, GoldenCase{"qwen3_next", 16}),
     golden_case_name);
 
 }  // namespace strata::test

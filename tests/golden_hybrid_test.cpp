@@ -225,11 +225,11 @@ void check_two_hybrid_stages(const std::string& device, double bf16_share) {
   first.stage = StagePlan{0, 4, true, false};
   last.stage = StagePlan{4, 8, false, true};
   ModelRunner a(config, first), b(config, last);
-  if (a.kv_pool()) {  // the host pools (the CPU device) report their layers
-    EXPECT_EQ(a.kv_pool()->layer_ids(), (std::vector<int>{3}));
-    EXPECT_EQ(b.kv_pool()->layer_ids(), (std::vector<int>{6}));
-    EXPECT_FALSE(b.kv_pool()->holds(3));
-  }
+  ASSERT_NE(a.kv_pool(), nullptr);
+  ASSERT_NE(b.kv_pool(), nullptr);
+  EXPECT_EQ(a.kv_pool()->layer_ids(), (std::vector<int>{3}));
+  EXPECT_EQ(b.kv_pool()->layer_ids(), (std::vector<int>{6}));
+  EXPECT_FALSE(b.kv_pool()->holds(3));
   EXPECT_EQ(a.state_pool()->layer_ids(), (std::vector<int>{0, 2}));
   EXPECT_EQ(b.state_pool()->layer_ids(), (std::vector<int>{5}));
   EXPECT_FALSE(b.state_pool()->holds(0));

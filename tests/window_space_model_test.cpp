@@ -18,8 +18,10 @@ struct Served {
   std::map<uint64_t, Finished> first, second;
 };
 
-Served serve(const ModelConfig& config, const Reference& ref, int page_size, bool window_space) {
+Served serve(const ModelConfig& config, const Reference& ref, int page_size, bool window_space,
+             const std::string& device = "cpu") {
   RunnerOptions o = default_options(page_size, 4);
+  o.device = device;
   o.radix_cache = true;
   o.hybrid_swa_memory = window_space;
   // As `strata serve` sizes it: a prefill chunk plus a decode token per running request.
@@ -84,6 +86,32 @@ TEST_P(WindowSpaceModel, ServedOutputsEqualTheFullSpacesWithAWindowOfSlots) {
   EXPECT_GT(windowed.second.at(0).cached_tokens, 0);
   EXPECT_GT(windowed.second.at(1).cached_tokens, 0);
 }
+
+// The same on the GPU: the CUDA attention backend reads and writes the sliding layers' rows
+// through its mirror of the window table. Both runs are on the GPU, so they compute the same
+// sums in the same order: the CPU's 1e-4 holds.
+class WindowSpaceModelCuda : public testing::TestWithParam<GoldenCase> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda_available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
+  }
+};
+
+TEST_P(WindowSpaceModelCuda, ServedOutputsEqualTheFullSpacesWithAWindowOfSlots) {
+  const ModelConfig config = ModelConfig::load(fixture_dir(GetParam().fixture));
+  const Reference ref = load_reference(GetParam().fixture);
+  const Served windowed = serve(config, ref, GetParam().page_size, true, "cuda");
+  const Served full = serve(config, ref, GetParam().page_size, false, "cuda");
+  expect_same(windowed.first, full.first, config.vocab_size, "alone");
+  expect_same(windowed.second, full.second, config.vocab_size, "together");
+  EXPECT_GT(windowed.second.at(0).cached_tokens, 0);
+  EXPECT_GT(windowed.second.at(1).cached_tokens, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, WindowSpaceModelCuda,
+                         testing::ValuesIn(golden_cases({"mistral_swa", "gemma3", "gpt_oss"})),
+                         golden_case_name);
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, WindowSpaceModel,
                          testing::ValuesIn(golden_cases({"mistral_swa", "gemma3", "gpt_oss"})),

@@ -5,7 +5,8 @@ For MoE fixtures a bf16 forward can flip a near-tied expert choice, moving one p
 logits far beyond the usual bf16 noise; this tells such a flip (transformers' bf16 run moves
 too) from an engine bug (only strata's moves). Prints, per prompt, the max |logit error| of
 transformers in bf16 against the f32 reference, and the smallest router margin (gap between
-the k-th and (k+1)-th router logit over tokens and layers) in an f32 run.
+the k-th and (k+1)-th router logit over tokens and layers) in an f32 run, and the error at each
+of the reference's greedy steps (teacher-forced).
   python3 tools/bf16_sensitivity.py tests/data/models/gpt_oss
 """
 import sys
@@ -46,4 +47,12 @@ for dtype in (torch.float32, torch.bfloat16):
             logits = model(ids).logits[0].float().cpu()
         err = (logits - ref[f"p{i}.logits"]).abs().max().item()
         extra = f", min router margin {min(margins):.2e}" if margins else ""
-        print(f"{d} {str(dtype):14} prompt {i} ({ids.shape[1]} tokens): max |logit error| {err:.4f}{extra}")
+        # The greedy steps, teacher-forced: the prompt and the reference's greedy ids in one
+        # forward; the logits after each prefix against the reference's greedy logits.
+        greedy = ref[f"p{i}.greedy_ids"].cuda()
+        full = torch.cat([ids[0], greedy[:-1]])[None]
+        with torch.no_grad():
+            steps = model(full).logits[0, ids.shape[1] - 1:].float().cpu()
+        step_err = (steps - ref[f"p{i}.greedy_logits"]).abs().amax(dim=-1)
+        print(f"{d} {str(dtype):14} prompt {i} ({ids.shape[1]} tokens): max |logit error| {err:.4f}{extra}; "
+              f"greedy steps {' '.join(f'{e:.3f}' for e in step_err.tolist())}")

@@ -47,14 +47,12 @@ const std::vector<CapabilityRow>& capability_table() {
        "overlap",
        {"cpu", "cuda"},
        "grammar masks computed on a worker thread while the forward pass runs"},
-      // Sliding-window layers in TokenMemory's window space (RunnerOptions::window_space). The
-      // CUDA attention backend mirrors the window table and writes window rows, but its first
-      // GPU run (2026-12-02) crashed on the host (docs/devices.md): on cuda the sliding layers
-      // keep every position.
+      // Sliding-window layers in TokenMemory's window space (RunnerOptions::window_space); the
+      // CUDA attention backend mirrors the window table.
       {"kv_window_space",
        "--disable-hybrid-swa-memory",
        "window",
-       {"cpu"},
+       {"cpu", "cuda"},
        "sliding-window layers keep only the positions their window sees, in a second slot "
        "space"},
   };

@@ -39,7 +39,7 @@ class CpuStageDevice : public StageDevice {
                                             window ? &memory.window_table() : nullptr);
   }
   AttentionBackend* attention() override { return attention_.get(); }
-  KVPool* host_kv_pool() override { return pool_.get(); }
+  KVPool* kv_pool() override { return pool_.get(); }
 
   void stage(const ForwardBatch& batch) override {
     batch_ = &batch;

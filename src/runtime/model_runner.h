@@ -134,8 +134,8 @@ class ModelRunner {
   StageDevice& device() { return *device_; }
   std::string describe() const;
   TokenMemory& memory() { return *memory_; }
-  // The host KV pool; null on a GPU or when the stage has no attention layer.
-  KVPool* kv_pool() { return device_->host_kv_pool(); }
+  // The KV pool (rows in the device's memory); null when the stage has no attention layer.
+  KVPool* kv_pool() { return device_->kv_pool(); }
   StatePool* state_pool() { return state_pool_.get(); }  // null when it has no recurrent layer
   // --mamba-radix-cache-strategy after resolving auto for the device.
   const std::string& mamba_radix_cache_strategy() const { return mamba_strategy_; }

@@ -50,8 +50,9 @@ class StageDevice {
   // Builds the KV pool for `layouts` (none when empty) and the attention backend over it.
   virtual void attach(const std::map<int, KVLayerLayout>& layouts, TokenMemory& memory) = 0;
   virtual AttentionBackend* attention() = 0;
-  // The host KV pool (the CPU device); null elsewhere or when the stage has no attention.
-  virtual KVPool* host_kv_pool() { return nullptr; }
+  // The KV pool (its rows in the device's memory: on the host only for the CPU device); null
+  // when the stage has no attention layer.
+  virtual KVPool* kv_pool() = 0;
 
   // Host half of a pass: checks `batch` and stages its metadata (waiting, if need be, for the
   // previous pass to release the staging memory).

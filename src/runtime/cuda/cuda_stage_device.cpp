@@ -111,6 +111,11 @@ class CudaStageDevice : public StageDevice {
     max_requests_ = memory.req_to_token().max_requests();
   }
   AttentionBackend* attention() override { return attention_.get(); }
+  // The pool exists even without attention layers (the backend stages every pass's metadata),
+  // but holds rows only with them.
+  KVPool* kv_pool() override {
+    return pool_ && !pool_->layer_ids().empty() ? pool_.get() : nullptr;
+  }
 
   void stage(const ForwardBatch& batch) override {
     STRATA_CHECK(attention_ != nullptr, "a pass before the KV pool is attached");
