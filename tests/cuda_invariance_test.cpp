@@ -74,8 +74,7 @@ TEST_P(CudaInvariance, BatchedEqualsSingleAndCpu) {
       EXPECT_LE(max_abs_diff(batched[i].logits[s].data(), single[0].logits[s].data(), vocab), tol)
           << "prompt " << i << " step " << s << ": batched vs single";
       if (s < against_cpu) {
-        EXPECT_LE(max_abs_diff(batched[i].logits[s].data(), on_cpu[i].logits[s].data(), vocab),
-                  tol)
+        EXPECT_LE(max_abs_diff(batched[i].logits[s].data(), on_cpu[i].logits[s].data(), vocab), tol)
             << "prompt " << i << " step " << s << ": cuda vs cpu";
       }
       if (batched[i].output_ids[s] != on_cpu[i].output_ids[s])
@@ -203,8 +202,7 @@ INSTANTIATE_TEST_SUITE_P(Hybrids, CudaInvariance,
                                          GoldenCase{"nemotron_h_mamba_only", 1},
                                          GoldenCase{"bamba", 16}, GoldenCase{"falcon_h1", 1},
                                          GoldenCase{"lfm2", 1}, GoldenCase{"lfm2", 16},
-                                         GoldenCase{"qwen3_next", 1},
-                                         GoldenCase{"qwen3_next", 16}),
+                                         GoldenCase{"qwen3_next", 1}, GoldenCase{"qwen3_next", 16}),
                          golden_case_name);
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaInvariance,
