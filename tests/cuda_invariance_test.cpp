@@ -240,3 +240,22 @@ TEST(HybridCudaMemory, AStateCacheBeyondTheBudgetFailsUpFrontWithTheNumbers) {
 }
 
 }  // namespace strata::test
+
+namespace strata::test {
+
+// The startup report describes the KV cache as the device's pool holds it: bf16 rows on cuda,
+// not the model's f32 layouts (a GPU server once logged twice the KV bytes it had).
+TEST(CudaStartupReport, TheKVCacheIsReportedInThePoolsDtype) {
+  std::string why;
+  if (!cuda_available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
+  RunnerOptions o = default_options(16);
+  o.device = "cuda";
+  ModelRunner runner(ModelConfig::load(fixture_dir("llama")), o);
+  const auto lines = runner.startup_report(1);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("KV cache BF16"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("BF16"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[1].find("F32"), std::string::npos) << lines[1];
+}
+
+}  // namespace strata::test

@@ -48,6 +48,8 @@ void ModelFlags::add_to(CLI::App& app) {
                  "recurrent (Mamba) state slots in all: running requests and the prefix cache's "
                  "snapshots (0: --max-running-requests, 2x that when serving with the prefix "
                  "cache)");
+  app.add_option("--dtype", dtype,
+                 "weight storage: auto (f32 on cpu, bf16 on cuda) | bfloat16 | float32 (cpu)");
   app.add_option("--mamba-ssm-dtype", mamba_ssm_dtype,
                  "storage dtype of the SSM state: float32 | bfloat16");
   app.add_option("--mamba-radix-cache-strategy", mamba_radix_cache_strategy,
@@ -86,6 +88,7 @@ RunnerOptions ModelFlags::runner_options(const ModelConfig* config) const {
   o.seed = seed;
   o.max_mamba_cache_size = max_mamba_cache_size;
   o.mamba_ssm_dtype = mamba_ssm_dtype;
+  o.dtype = dtype;
   o.mamba_radix_cache_strategy = mamba_radix_cache_strategy;
   o.mamba_track_interval = mamba_track_interval;
   return o;

@@ -52,7 +52,7 @@ struct ServeFlags {
   bool skip_tokenizer_init = false;
   // SGLang flags strata takes only at the value it runs with (each refused otherwise, with
   // what strata does instead).
-  std::string dtype = "auto", kv_cache_dtype = "auto", schedule_policy = "fcfs", revision;
+  std::string kv_cache_dtype = "auto", schedule_policy = "fcfs", revision;
   int stream_interval = 1;
   int max_prefill_tokens = 0;  // 0: not given
   // SGLang's --grammar-backend: xgrammar, outlines and llguidance all name strata's own engine
@@ -106,11 +106,6 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
     problems.push_back(
         fmt::format("--tool-call-parser '{}' is not one strata parses; use one of {}",
                     f.tool_call_parser, tool_call_formats()));
-  if (f.dtype != "auto")
-    problems.push_back(fmt::format(
-        "--dtype {}: strata picks the precision per device (bf16 weights on cuda, f32 compute "
-        "on cpu; docs/devices.md); leave --dtype out or pass auto",
-        f.dtype));
   if (f.kv_cache_dtype != "auto")
     problems.push_back(fmt::format(
         "--kv-cache-dtype {}: strata keeps the KV cache in f32 on cpu and bf16 on cuda; leave "
@@ -408,7 +403,6 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "(default: the tokenizer's)");
   cmd->add_flag("--skip-tokenizer-init", flags->skip_tokenizer_init,
                 "load no tokenizer: prompts and answers are token ids");
-  cmd->add_option("--dtype", flags->dtype, "auto only: strata picks the precision per device");
   cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype,
                   "auto only: the KV cache is f32 on cpu, bf16 on cuda");
   cmd->add_option("--schedule-policy", flags->schedule_policy,

@@ -1,5 +1,7 @@
 // CpuOps: the reference implementation of the ops interface. f32 throughout, on host memory;
 // the kernels live in kernels/cpu (OpenBLAS sgemm and a skinny decode GEMM, OpenMP loops).
+// Weight matrices may instead be kept in bf16 (--dtype bfloat16): half the bytes a decode step
+// streams; they are widened to f32 as they are read, so activations and sums stay f32.
 // Strided inputs are copied to contiguous scratch where a kernel wants rows back to back.
 #include <algorithm>
 #include <cmath>
@@ -25,6 +27,20 @@ namespace {
 void check_host_f32(const Tensor& t, const char* what) {
   STRATA_CHECK(t.on_host() && t.dtype() == DType::F32, "cpu op {}: a {} tensor", what,
                t.describe());
+}
+
+void check_host_weight(const Tensor& w, const char* what) {
+  STRATA_CHECK(w.on_host() && (w.dtype() == DType::F32 || w.dtype() == DType::BF16),
+               "cpu op {}: a {} weight", what, w.describe());
+}
+
+// y[m, n] = x[m, k] . W^T (+ bias) for the n x k weight block `offset` elements into w.
+void weight_linear(const float* x, int64_t m, int64_t k, const Tensor& w, int64_t offset, int64_t n,
+                   const float* bias, float* y) {
+  if (w.dtype() == DType::BF16)
+    cpu::linear_bf16(x, m, k, w.ptr<uint16_t>() + offset, n, bias, y);
+  else
+    cpu::linear(x, m, k, w.ptr<float>() + offset, n, bias, y);
 }
 
 // x as a contiguous host f32 tensor (itself when it already is one).
@@ -66,8 +82,12 @@ float gated_value(Activation act, float gate, float up) {
 
 class CpuOps : public Ops {
  public:
+  explicit CpuOps(DType weight_dtype) : weight_dtype_(weight_dtype) {
+    STRATA_CHECK(weight_dtype == DType::F32 || weight_dtype == DType::BF16,
+                 "the CPU keeps weights in f32 or bf16, not {}", dtype_name(weight_dtype));
+  }
   Device device() const override { return Device::host(); }
-  DType weight_dtype() const override { return DType::F32; }
+  DType weight_dtype() const override { return weight_dtype_; }
   DType activation_dtype() const override { return DType::F32; }
 
   Tensor empty(std::vector<int64_t> shape, DType dtype) override {
@@ -78,11 +98,20 @@ class CpuOps : public Ops {
   }
   Tensor upload(const Tensor& host, DType dtype) override {
     check_host_f32(host, "upload");
-    STRATA_CHECK(dtype == DType::F32, "the CPU keeps weights in f32, asked for {}",
-                 dtype_name(dtype));
-    return host;  // already where it belongs: shared, not copied
+    STRATA_CHECK(dtype == DType::F32 || dtype == DType::BF16,
+                 "the CPU keeps weights in f32 or bf16, asked for {}", dtype_name(dtype));
+    if (dtype == DType::F32) return host;  // already where it belongs: shared, not copied
+    const Tensor src = contiguous(host);
+    Tensor out(src.shape(), DType::BF16);
+    uint16_t* dst = out.ptr<uint16_t>();
+    const float* from = src.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < src.numel(); ++i) dst[i] = f32_to_bf16(from[i]);
+    return out;
   }
-  Tensor to_host(const Tensor& t) override { return contiguous(t); }
+  Tensor to_host(const Tensor& t) override {
+    return contiguous(t);
+  }
   void copy(const Tensor& src, Tensor& dst) override {
     STRATA_CHECK(src.rows() == dst.rows() && src.cols() == dst.cols(), "copy {} -> {}",
                  src.describe(), dst.describe());
@@ -111,15 +140,21 @@ class CpuOps : public Ops {
       std::fill_n(t.ptr<float>() + r * t.row_stride(), t.cols(), value);
   }
   void fill_dummy(Tensor& t, uint64_t stream, float stddev) override {
-    check_host_f32(t, "fill_dummy");
     STRATA_CHECK(t.contiguous(), "fill_dummy of a strided tensor");
+    if (t.dtype() == DType::BF16 && t.on_host()) {  // bf16 weights: the f32 values, rounded
+      uint16_t* p = t.ptr<uint16_t>();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < t.numel(); ++i) p[i] = f32_to_bf16(dummy_value(stream, i, stddev));
+      return;
+    }
+    check_host_f32(t, "fill_dummy");
     float* p = t.data();
     for (int64_t i = 0; i < t.numel(); ++i) p[i] = dummy_value(stream, i, stddev);
   }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
               bool accumulate) override {
-    check_host_f32(w, "linear weight");
+    check_host_weight(w, "linear");
     check_host_f32(y, "linear output");
     STRATA_CHECK(x.cols() == w.dim(1) && y.cols() == w.dim(0) && y.rows() == x.rows(),
                  "linear {} x {}^T -> {}", x.describe(), w.describe(), y.describe());
@@ -127,11 +162,11 @@ class CpuOps : public Ops {
     const int64_t rows = x.rows(), in = w.dim(1), out = w.dim(0);
     const float* b = bias && !bias->empty() ? bias->data() : nullptr;
     if (!accumulate && y.contiguous()) {
-      cpu::linear(xc.data(), rows, in, w.data(), out, b, y.ptr<float>());
+      weight_linear(xc.data(), rows, in, w, 0, out, b, y.ptr<float>());
       return;
     }
     Tensor tmp({rows, out});
-    cpu::linear(xc.data(), rows, in, w.data(), out, b, tmp.data());
+    weight_linear(xc.data(), rows, in, w, 0, out, b, tmp.data());
     for (int64_t r = 0; r < rows; ++r) {
       float* dst = y.ptr<float>() + r * y.row_stride();
       const float* src = tmp.row(r);
@@ -143,7 +178,7 @@ class CpuOps : public Ops {
   }
 
   void head_linear(const Tensor& x, const Tensor& w, int heads, Tensor& y) override {
-    check_host_f32(w, "head_linear weight");
+    check_host_weight(w, "head_linear");
     const int64_t k = x.cols() / heads, n = w.dim(0) / heads, rows = x.rows();
     STRATA_CHECK(x.cols() == k * heads && w.dim(1) == k && y.cols() == n * heads,
                  "head_linear {} over {} heads of {} -> {}", x.describe(), heads, w.describe(),
@@ -153,7 +188,7 @@ class CpuOps : public Ops {
     for (int h = 0; h < heads; ++h) {
       for (int64_t r = 0; r < rows; ++r)
         std::memcpy(xh.data() + r * k, xc.data() + r * xc.cols() + h * k, sizeof(float) * k);
-      cpu::linear(xh.data(), rows, k, w.data() + h * n * k, n, nullptr, yh.data());
+      weight_linear(xh.data(), rows, k, w, h * n * k, n, nullptr, yh.data());
       for (int64_t r = 0; r < rows; ++r)
         std::memcpy(y.ptr<float>() + r * y.row_stride() + h * n, yh.data() + r * n,
                     sizeof(float) * n);
@@ -286,12 +321,18 @@ class CpuOps : public Ops {
   }
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
-    check_host_f32(table, "embedding");
+    check_host_weight(table, "embedding");
     const int64_t width = table.dim(1), vocab = table.dim(0);
     const int32_t* id = ids.ptr<int32_t>();
     for (int64_t i = 0; i < ids.numel(); ++i) {
       STRATA_CHECK(id[i] >= 0 && id[i] < vocab, "token id {} outside vocabulary {}", id[i], vocab);
-      std::memcpy(out.ptr<float>() + i * out.row_stride(), table.row(id[i]), sizeof(float) * width);
+      float* dst = out.ptr<float>() + i * out.row_stride();
+      if (table.dtype() == DType::BF16) {
+        const uint16_t* row = table.ptr<uint16_t>() + int64_t{id[i]} * width;
+        for (int64_t d = 0; d < width; ++d) dst[d] = bf16_to_f32(row[d]);
+      } else {
+        std::memcpy(dst, table.row(id[i]), sizeof(float) * width);
+      }
     }
   }
 
@@ -332,16 +373,16 @@ class CpuOps : public Ops {
         std::memcpy(in_rows_buf.data() + j * hidden, xc.row(pairs[j] / k), sizeof(float) * hidden);
       const float* b_in = w.b_in.empty() ? nullptr : w.b_in.data() + e * in_rows;
       const float* b_down = w.b_down.empty() ? nullptr : w.b_down.data() + e * hidden;
-      cpu::linear(in_rows_buf.data(), n, hidden, w.w_in.data() + e * in_rows * hidden, in_rows,
-                  b_in, h.data());
+      weight_linear(in_rows_buf.data(), n, hidden, w.w_in, e * in_rows * hidden, in_rows, b_in,
+                    h.data());
       for (int64_t j = 0; j < n; ++j)
         for (int64_t i = 0; i < inter; ++i) {
           const float g = h[j * in_rows + i];
           act[j * inter + i] = w.gated ? gated_value(w.activation, g, h[j * in_rows + inter + i])
                                        : apply(w.activation, g);
         }
-      cpu::linear(act.data(), n, inter, w.w_down.data() + e * hidden * inter, hidden, b_down,
-                  out_rows.data());
+      weight_linear(act.data(), n, inter, w.w_down, e * hidden * inter, hidden, b_down,
+                    out_rows.data());
       for (int64_t j = 0; j < n; ++j) {
         float* o = out.ptr<float>() + (pairs[j] / k) * out.row_stride();
         const float wgt = weights.ptr<float>()[pairs[j]];
@@ -400,12 +441,15 @@ class CpuOps : public Ops {
       row_logprobs(logits.ptr<float>() + r * logits.row_stride(), static_cast<int>(logits.cols()),
                    ids.ptr<int32_t>()[r], top_n, out.ptr<float>() + r * logprob_row_width(top_n));
   }
+
+ private:
+  DType weight_dtype_;
 };
 
 }  // namespace
 
-std::unique_ptr<Ops> make_cpu_ops() {
-  return std::make_unique<CpuOps>();
+std::unique_ptr<Ops> make_cpu_ops(DType weight_dtype) {
+  return std::make_unique<CpuOps>(weight_dtype);
 }
 
 }  // namespace strata

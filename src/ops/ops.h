@@ -214,7 +214,8 @@ class Ops {
   virtual void logprobs(const Tensor& logits, const Tensor& ids, int top_n, Tensor& out) = 0;
 };
 
-// The reference implementation (kernels/cpu).
-std::unique_ptr<Ops> make_cpu_ops();
+// The reference implementation (kernels/cpu); `weight_dtype` f32 (the reference) or bf16
+// (weight matrices in bf16, widened as they are read: --dtype bfloat16).
+std::unique_ptr<Ops> make_cpu_ops(DType weight_dtype = DType::F32);
 
 }  // namespace strata

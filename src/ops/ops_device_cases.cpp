@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -536,6 +537,27 @@ void moe_cases(std::vector<Case>& cases) {
 }
 
 }  // namespace
+
+void expect_close(const Tensor& ref, const Tensor& got, double tol, const std::string& what) {
+  ASSERT_EQ(ref.numel(), got.numel()) << what;
+  ASSERT_EQ(ref.dtype(), got.dtype()) << what;
+  if (ref.dtype() == DType::I32) {
+    for (int64_t i = 0; i < ref.numel(); ++i)
+      ASSERT_EQ(ref.ptr<int32_t>()[i], got.ptr<int32_t>()[i]) << what << ": element " << i;
+    return;
+  }
+  double scale = 0.0, err = 0.0;
+  int64_t worst = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double a = ref.data()[i], b = got.data()[i];
+    ASSERT_TRUE(std::isfinite(b)) << what << ": element " << i << " is " << b;
+    scale = std::max(scale, std::fabs(a));
+    if (std::fabs(a - b) > err) err = std::fabs(a - b), worst = i;
+  }
+  EXPECT_LE(err, tol * std::max(scale, 1e-30))
+      << what << ": worst element " << worst << " of " << ref.numel() << ", reference "
+      << ref.data()[worst] << " got " << got.data()[worst] << " (output scale " << scale << ")";
+}
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;

@@ -1,6 +1,7 @@
 #pragma once
-// The op cases of ops_device_test.cpp: each builds its inputs from a seeded generator on the
-// ops it is given (CpuOps or CudaOps), runs one op and returns the outputs as host tensors.
+// The op cases of ops_device_test.cpp (CpuOps against CudaOps) and ops_bf16_weights_test.cpp
+// (CpuOps with bf16 weights against f32): each builds its inputs from a seeded generator on the
+// ops it is given, runs one op and returns the outputs as host tensors.
 #include <cstdint>
 #include <functional>
 #include <ostream>
@@ -39,6 +40,10 @@ struct Case {
 };
 
 std::vector<Case> all_cases();
+
+// max |ref - got| <= tol * max |ref| (`ref` the CPU reference's output, `got` the other's);
+// int32 outputs must be equal.
+void expect_close(const Tensor& ref, const Tensor& got, double tol, const std::string& what);
 // The recurrent-layer ops' cases (ops_recurrent_cases.cpp), part of all_cases().
 void recurrent_cases(std::vector<Case>& cases);
 

@@ -43,28 +43,6 @@ bool skip_without_gpu(std::string* why) {
     if (skip_without_gpu(&why_)) GTEST_SKIP() << "no GPU, CUDA ops not tested: " << why_; \
   } while (0)
 
-// max |ref - got| <= tol * max |ref|; int32 outputs must be equal.
-void expect_close(const Tensor& ref, const Tensor& got, double tol, const std::string& what) {
-  ASSERT_EQ(ref.numel(), got.numel()) << what;
-  ASSERT_EQ(ref.dtype(), got.dtype()) << what;
-  if (ref.dtype() == DType::I32) {
-    for (int64_t i = 0; i < ref.numel(); ++i)
-      ASSERT_EQ(ref.ptr<int32_t>()[i], got.ptr<int32_t>()[i]) << what << ": element " << i;
-    return;
-  }
-  double scale = 0.0, err = 0.0;
-  int64_t worst = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double a = ref.data()[i], b = got.data()[i];
-    ASSERT_TRUE(std::isfinite(b)) << what << ": element " << i << " is " << b;
-    scale = std::max(scale, std::fabs(a));
-    if (std::fabs(a - b) > err) err = std::fabs(a - b), worst = i;
-  }
-  EXPECT_LE(err, tol * std::max(scale, 1e-30))
-      << what << ": worst element " << worst << " of " << ref.numel() << ", cpu "
-      << ref.data()[worst] << " cuda " << got.data()[worst] << " (output scale " << scale << ")";
-}
-
 class OpsDevice : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override { STRATA_SKIP_WITHOUT_GPU(); }

@@ -1,5 +1,6 @@
-// The CPU reference device: f32 ops on host memory, the host KV pool and the CPU attention
-// backend. Passes run eagerly where they are called; the batch's arrays are the pass inputs.
+// The CPU reference device: ops on host memory (f32, or bf16 weight matrices), the host KV
+// pool and the CPU attention backend. Passes run eagerly where they are called; the batch's
+// arrays are the pass inputs.
 #include <cstring>
 #include <map>
 
@@ -17,7 +18,7 @@ Tensor host_ints(const std::vector<int32_t>& v) {
 
 class CpuStageDevice : public StageDevice {
  public:
-  CpuStageDevice() : ops_(make_cpu_ops()) {}
+  explicit CpuStageDevice(DType weight_dtype) : ops_(make_cpu_ops(weight_dtype)) {}
   Ops& ops() override { return *ops_; }
   std::string describe() const override { return "cpu"; }
   Memory memory_kind() const override { return Memory::Host; }
@@ -132,8 +133,8 @@ class CpuStageDevice : public StageDevice {
 
 }  // namespace
 
-std::unique_ptr<StageDevice> make_cpu_stage_device() {
-  return std::make_unique<CpuStageDevice>();
+std::unique_ptr<StageDevice> make_cpu_stage_device(DType weight_dtype) {
+  return std::make_unique<CpuStageDevice>(weight_dtype);
 }
 
 }  // namespace strata

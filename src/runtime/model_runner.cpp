@@ -95,6 +95,15 @@ std::vector<std::string> RunnerOptions::problems(const ModelConfig& config) cons
   } catch (const Error& e) {
     problems.push_back(e.what());
   }
+  if (dtype != "auto" && dtype != "bfloat16" && dtype != "float32")
+    problems.push_back(fmt::format(
+        "--dtype {}: the weights are stored as auto (f32 on cpu, bf16 on cuda), bfloat16 or "
+        "float32 (cpu only); pass one of those",
+        dtype));
+  else if (device == "cuda" && dtype == "float32")
+    problems.push_back(
+        "--dtype float32: the CUDA path keeps weights in bf16 (f32 sums); use --dtype auto or "
+        "bfloat16, or --device cpu for f32 weights");
   // The Mamba cache flags matter only for models with recurrent layers; a typo is an error
   // for every model.
   const bool hybrid = !config.recurrent_layer_ids().empty();
@@ -135,6 +144,10 @@ int RunnerOptions::resolved_max_context_len(const ModelConfig& config) const {
                                               : 32768;
 }
 
+DType RunnerOptions::weight_dtype() const {
+  return dtype == "bfloat16" || (dtype == "auto" && device == "cuda") ? DType::BF16 : DType::F32;
+}
+
 WindowSpace RunnerOptions::window_space(const std::map<int, KVLayerLayout>& layouts,
                                         int max_context_len, int64_t full_slots) const {
   int window = 0;
@@ -167,7 +180,7 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
 #ifdef STRATA_WITH_CUDA
   if (options.device == "cuda") device_ = make_cuda_stage_device(options);
 #endif
-  if (!device_) device_ = make_cpu_stage_device();
+  if (!device_) device_ = make_cpu_stage_device(options.weight_dtype());
   device_->set_wait_timeout(options.device_wait_timeout_s);
 
   // One loader puts the stage's own parameters on its device, in the device's dtypes.
@@ -240,7 +253,11 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
 ModelRunner::~ModelRunner() = default;
 
 std::vector<std::string> ModelRunner::startup_report(int pp_size) const {
-  const auto layouts = model_->kv_layouts();
+  // As the pool holds them: a device stores KV in its own dtype (bf16 on cuda), not the
+  // model's f32 layouts.
+  auto layouts = model_->kv_layouts();
+  if (KVPool* pool = device_->kv_pool())
+    for (int id : pool->layer_ids()) layouts.at(id) = pool->layout(id);
   const std::string kv_dtype = layouts.empty() ? "-" : dtype_name(layouts.begin()->second.dtype);
   std::vector<std::string> lines;
   lines.push_back(fmt::format(

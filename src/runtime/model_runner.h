@@ -44,6 +44,10 @@ struct RunnerOptions {
   // interval (extra_buffer).
   int max_mamba_cache_size = 0;
   std::string mamba_ssm_dtype = "float32";
+  // --dtype: the weight matrices' storage. auto: f32 on cpu (the reference), bf16 on cuda;
+  // bfloat16: bf16 on both (the CPU widens them to f32 as it reads them); float32: cpu only.
+  std::string dtype = "auto";
+  DType weight_dtype() const;
   std::string mamba_radix_cache_strategy = "auto";
   int mamba_track_interval = 256;
   // A serving scheduler with its radix prefix cache runs over this runner: hybrid models keep

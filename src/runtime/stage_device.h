@@ -88,7 +88,7 @@ class StageDevice {
   virtual void inject_fault(const std::string& kind) = 0;
 };
 
-std::unique_ptr<StageDevice> make_cpu_stage_device();
+std::unique_ptr<StageDevice> make_cpu_stage_device(DType weight_dtype = DType::F32);
 
 #ifdef STRATA_WITH_CUDA
 // Makes RunnerOptions::gpu_id this process's (and this thread's) current GPU, then builds.

@@ -1,14 +1,15 @@
-// The golden fixtures on the GPU (--device cuda), dense and hybrid (attention + Mamba2), against
-// the same transformers references as golden_dense_test.cpp and golden_hybrid_test.cpp. The GPU
-// path keeps weights, GEMM inputs and the KV cache in bf16 (f32 accumulation, f32 residual stream),
-// so logits match within a bf16 tolerance, not the CPU's 1e-3:
+// The golden fixtures with bf16 weights, against the same transformers references as
+// golden_dense_test.cpp and golden_hybrid_test.cpp: on the GPU (--device cuda), dense and hybrid,
+// whose path keeps weights, GEMM inputs and the KV cache in bf16 (f32 accumulation, f32 residual
+// stream), and on the CPU with --dtype bfloat16 (bf16 weights only: activations, sums and the KV
+// cache stay f32). Both match within a bf16 tolerance, not the CPU reference's 1e-3:
 //   max |logit - reference| <= bf16_tolerance_share(fixture) * std(reference logits)
 // (golden_suite.cpp: the shares, and the prompts a router flip leaves out, with their
 // measurements).
 // Greedy ids must equal the reference at every step whose reference margin (top-1 minus
 // top-2 logit) exceeds twice that tolerance; after a closer call the continuation may
 // legitimately differ, so the comparison of that prompt stops there.
-// Skips with a visible message where there is no GPU or no CUDA build.
+// The GPU half skips with a visible message where there is no GPU or no CUDA build.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,39 +35,58 @@ double margin(const float* row, int vocab) {
   return v[0] - v[1];
 }
 
-class GoldenCuda : public testing::TestWithParam<GoldenCase> {
+// The checks, shared by both devices; each derived fixture picks its runner options.
+class GoldenBf16 : public testing::TestWithParam<GoldenCase> {
  protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda_available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
+  void start(const std::string& device, const std::string& dtype) {
     ref_ = load_reference(golden_reference_fixture(GetParam().fixture));
     config_ = ModelConfig::load(golden_model_dir(GetParam().fixture));
     RunnerOptions o = default_options(GetParam().page_size);
-    o.device = "cuda";
+    o.device = device;
+    o.dtype = dtype;
     runner_ = std::make_unique<ModelRunner>(config_, o);
     tolerance_ = bf16_tolerance_share(GetParam().fixture) * logits_std(ref_.logits.back());
+    tag_ = device == "cuda" ? "cuda" : "cpu bf16";
   }
+  void check_prefill_logits();
+  void check_greedy_ids();
+  void check_chunked_prefill();
   Reference ref_;
   ModelConfig config_;
   std::unique_ptr<ModelRunner> runner_;
   double tolerance_ = 0;
+  std::string tag_;
+};
+
+class GoldenCuda : public GoldenBf16 {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda_available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
+    start("cuda", "auto");
+  }
+};
+
+class GoldenCpuBf16 : public GoldenBf16 {
+ protected:
+  void SetUp() override { start("cpu", "bfloat16"); }
 };
 
 }  // namespace
 
-TEST_P(GoldenCuda, PrefillLogitsWithinBf16Tolerance) {
+void GoldenBf16::check_prefill_logits() {
   for (size_t i = 0; i < ref_.input_ids.size(); ++i) {
     if (!bf16_prefill_compared(GetParam().fixture, i)) continue;
     const Tensor logits = prefill_all_logits(*runner_, ref_.input_ids[i]);
     const double err = max_abs_diff(logits, ref_.logits[i]);
-    std::printf(
-        "[ cuda     ] %s prompt %zu (%zu tokens): max |logit error| %.4g (tolerance %.4g)\n",
-        GetParam().fixture.c_str(), i, ref_.input_ids[i].size(), err, tolerance_);
+    std::printf("[ %-8s ] %s prompt %zu (%zu tokens): max |logit error| %.4g (tolerance %.4g)\n",
+                tag_.c_str(), GetParam().fixture.c_str(), i, ref_.input_ids[i].size(), err,
+                tolerance_);
     EXPECT_LE(err, tolerance_) << "prompt " << i;
   }
 }
 
-TEST_P(GoldenCuda, GreedyIdsMatchWhereTheMarginAllows) {
+void GoldenBf16::check_greedy_ids() {
   const int vocab = config_.vocab_size;
   const auto with_logits = greedy(*runner_, ref_.input_ids, 10, true);
   const auto argmax_on_gpu = greedy(*runner_, ref_.input_ids, 10, false);
@@ -87,18 +107,37 @@ TEST_P(GoldenCuda, GreedyIdsMatchWhereTheMarginAllows) {
           << "prompt " << i << " step " << s;
       if (with_logits[i].output_ids[s] != ref_.greedy_ids[i][s]) break;
     }
-    std::printf("[ cuda     ] %s prompt %zu: %d greedy steps compared\n",
+    std::printf("[ %-8s ] %s prompt %zu: %d greedy steps compared\n", tag_.c_str(),
                 GetParam().fixture.c_str(), i, checked);
   }
 }
 
-TEST_P(GoldenCuda, ChunkedPrefillAgreesWithWholePrefill) {
+void GoldenBf16::check_chunked_prefill() {
   const auto& ids = ref_.input_ids.back();
   const Tensor whole = prefill_all_logits(*runner_, ids);
   for (int chunk : {1, 5, 16}) {
     const Tensor chunked = prefill_all_logits(*runner_, ids, chunk);
     EXPECT_LE(max_abs_diff(whole, chunked), tolerance_) << "chunk " << chunk;
   }
+}
+
+TEST_P(GoldenCuda, PrefillLogitsWithinBf16Tolerance) {
+  check_prefill_logits();
+}
+TEST_P(GoldenCuda, GreedyIdsMatchWhereTheMarginAllows) {
+  check_greedy_ids();
+}
+TEST_P(GoldenCuda, ChunkedPrefillAgreesWithWholePrefill) {
+  check_chunked_prefill();
+}
+TEST_P(GoldenCpuBf16, PrefillLogitsWithinBf16Tolerance) {
+  check_prefill_logits();
+}
+TEST_P(GoldenCpuBf16, GreedyIdsMatchWhereTheMarginAllows) {
+  check_greedy_ids();
+}
+TEST_P(GoldenCpuBf16, ChunkedPrefillAgreesWithWholePrefill) {
+  check_chunked_prefill();
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -123,5 +162,13 @@ INSTANTIATE_TEST_SUITE_P(
                     GoldenCase{"falcon_h1", 16}, GoldenCase{"lfm2", 1}, GoldenCase{"lfm2", 16},
                     GoldenCase{"qwen3_next", 1}, GoldenCase{"qwen3_next", 16}),
     golden_case_name);
+
+// Every fixture with bf16 weights on the CPU (cheap: the fixtures are tiny).
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenCpuBf16,
+                         testing::ValuesIn(golden_cases(
+                             {"llama", "llama3_rope", "llama_bf16", "qwen2", "qwen3", "mistral_swa",
+                              "deepseek_v2_lite", "deepseek_v3", "gemma3", "gpt_oss", "nemotron_h",
+                              "nemotron_h_moe", "bamba", "falcon_h1", "lfm2", "qwen3_next"})),
+                         golden_case_name);
 
 }  // namespace strata::test
