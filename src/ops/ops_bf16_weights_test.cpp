@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "ops/ops_device_cases.h"
 
@@ -27,7 +28,19 @@ TEST_P(OpsBf16Weights, MatchTheF32Reference) {
     expect_close(want[i], got[i], std::min(c.tol, 1e-4), c.name + " output " + std::to_string(i));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, OpsBf16Weights, ::testing::ValuesIn(all_cases()),
+// The cases of the ops that read a weight matrix (the others never see one).
+std::vector<Case> weight_cases() {
+  std::vector<Case> out;
+  for (Case& c : all_cases())
+    for (const char* op : {"linear", "head_linear", "experts", "embedding"})
+      if (c.name.rfind(op, 0) == 0) {
+        out.push_back(std::move(c));
+        break;
+      }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, OpsBf16Weights, ::testing::ValuesIn(weight_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 }  // namespace
