@@ -30,10 +30,17 @@ json bytes_of(const std::string& s) {
   return b;
 }
 
-// The logprobs of `lps` in the shape of the endpoint: completions' parallel lists or chat's
-// list of {token, logprob, bytes, top_logprobs}.
+// Completions' echo: the prompt tokens before the output's, the first unscored (OpenAI's and
+// vLLM's null: nothing predicts it).
+struct EchoedPrompt {
+  int first_token;
+  const std::vector<TokenLogprob>& scored;  // the other prompt tokens
+};
+
+// The logprobs of `lps` (after `echo`'s, when given) in the shape of the endpoint: completions'
+// parallel lists or chat's list of {token, logprob, bytes, top_logprobs}.
 json logprobs_json(const ServerContext& ctx, const std::vector<TokenLogprob>& lps, bool chat,
-                   size_t& text_offset) {
+                   size_t& text_offset, const EchoedPrompt* echo = nullptr) {
   if (chat) {
     json content = json::array();
     for (const auto& lp : lps) {
@@ -52,16 +59,24 @@ json logprobs_json(const ServerContext& ctx, const std::vector<TokenLogprob>& lp
   }
   json tokens = json::array(), values = json::array(), tops = json::array(),
        offsets = json::array();
-  for (const auto& lp : lps) {
-    const std::string name = token_name(ctx, lp.token);
+  auto add = [&](int token, const json& value, const json& top) {
+    const std::string name = token_name(ctx, token);
     tokens.push_back(name);
-    values.push_back(lp.logprob);
-    json top = json::object();
-    for (const auto& [id, v] : lp.top) top[token_name(ctx, id)] = v;
+    values.push_back(value);
     tops.push_back(top);
     offsets.push_back(text_offset);
     text_offset += ctx.codec ? name.size() : 0;
+  };
+  auto add_scored = [&](const TokenLogprob& lp) {
+    json top = json::object();
+    for (const auto& [id, v] : lp.top) top[token_name(ctx, id)] = v;
+    add(lp.token, lp.logprob, top);
+  };
+  if (echo) {
+    add(echo->first_token, nullptr, nullptr);
+    for (const auto& lp : echo->scored) add_scored(lp);
   }
+  for (const auto& lp : lps) add_scored(lp);
   return {{"tokens", tokens},
           {"token_logprobs", values},
           {"top_logprobs", tops},
@@ -91,10 +106,12 @@ json usage_json(const CompletionRequest& c, const std::vector<int>& completion,
 
 // Per-choice state while outputs arrive.
 struct Choice {
+  explicit Choice(TextTracker tracker) : text(std::move(tracker)) {}
   TextTracker text;
   std::string full_text;
-  std::vector<TokenLogprob> logprobs;
+  std::vector<TokenLogprob> logprobs, prompt_logprobs;
   size_t text_offset = 0;
+  bool echoed = false;  // echo: the prompt went out (streams: with the first chunk)
   std::string finish_reason;
   json matched_stop;
   int completion_tokens = 0, cached_tokens = 0;
@@ -197,16 +214,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       chat ? (c->stream ? "chat.completion.chunk" : "chat.completion") : "text_completion";
   auto choices = std::make_shared<std::vector<Choice>>();
   for (const auto& r : c->choices) {
-    choices->push_back(Choice{TextTracker(ctx.codec, r.stop_strings, r.skip_special_tokens),
-                              {},
-                              {},
-                              0,
-                              {},
-                              {},
-                              0,
-                              0,
-                              false,
-                              nullptr});
+    choices->emplace_back(TextTracker(ctx.codec, r.stop_strings, r.skip_special_tokens));
     if (chat && (!c->tool_format.empty() || !c->reasoning_format.empty()))
       choices->back().answer = std::make_shared<AnswerStream>(c->reasoning_format, c->tool_format);
   }
@@ -246,8 +254,10 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
         ctx.engine, streams,
         [&](size_t k, RequestOutput& o) {
           absorb(k, o);
-          auto& lps = (*choices)[k].logprobs;
-          lps.insert(lps.end(), o.logprobs.begin(), o.logprobs.end());
+          Choice& ch = (*choices)[k];
+          ch.logprobs.insert(ch.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+          ch.prompt_logprobs.insert(ch.prompt_logprobs.end(), o.prompt_logprobs.begin(),
+                                    o.prompt_logprobs.end());
           return true;
         },
         watch.get());
@@ -256,7 +266,8 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     reply["choices"] = json::array();
     const std::vector<size_t> answered = answered_choices(*c, *choices);
     for (size_t index = 0; index < answered.size(); ++index) {
-      Choice& ch = (*choices)[answered[index]];
+      const size_t k = answered[index];
+      Choice& ch = (*choices)[k];
       json choice = {
           {"index", index}, {"finish_reason", ch.finish_reason}, {"matched_stop", ch.matched_stop}};
       if (chat && (ch.answer || forced_call(*c))) {
@@ -269,10 +280,13 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       } else if (chat)
         choice["message"] = {{"role", "assistant"}, {"content", ch.full_text}};
       else
-        choice["text"] = ch.full_text;
+        choice["text"] =
+            (c->echo ? c->prompt_texts[k / static_cast<size_t>(c->best_of)] : "") + ch.full_text;
       choice["token_ids"] = ch.text.ids();
-      choice["logprobs"] =
-          c->logprobs ? logprobs_json(ctx, ch.logprobs, chat, ch.text_offset) : json();
+      const EchoedPrompt echo{c->choices[k].input_ids[0], ch.prompt_logprobs};
+      choice["logprobs"] = c->logprobs ? logprobs_json(ctx, ch.logprobs, chat, ch.text_offset,
+                                                       c->echo ? &echo : nullptr)
+                                       : json();
       reply["choices"].push_back(choice);
     }
     reply["usage"] = usage();
@@ -337,8 +351,16 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
                 delta.empty() && o.finished ? json::object() : json{{"content", delta}};
           else
             choice["text"] = delta;
-          choice["logprobs"] =
-              c->logprobs ? logprobs_json(ctx, o.logprobs, chat, ch.text_offset) : json();
+          // echo: the prompt opens the choice's first chunk (its logprobs came with it).
+          const bool echo_now = c->echo && !ch.echoed;
+          if (echo_now) {
+            ch.echoed = true;
+            choice["text"] = c->prompt_texts[k / static_cast<size_t>(c->best_of)] + delta;
+          }
+          const EchoedPrompt echo{c->choices[k].input_ids[0], o.prompt_logprobs};
+          choice["logprobs"] = c->logprobs ? logprobs_json(ctx, o.logprobs, chat, ch.text_offset,
+                                                           echo_now ? &echo : nullptr)
+                                           : json();
           choice["finish_reason"] =
               o.finished ? json(finish_reason(ch.finish_reason, called)) : json();
           if (o.finished) choice["matched_stop"] = ch.matched_stop;
