@@ -469,7 +469,11 @@ TEST(ServerApi, ToolCallArgumentsStreamAsTheyArrive) {
            {"llama3", "{\"name\": \"get_weather\", \"parameters\": " + args + "}"},
            {"deepseekv31", ds + "get_weather<\uff5ctool\u2581sep\uff5c>" + args +
                                "<\uff5ctool\u2581call\u2581end\uff5c>"},
-           {"mistral", "[TOOL_CALLS]get_weather[ARGS]" + args}}) {
+           {"mistral", "[TOOL_CALLS]get_weather[ARGS]" + args},
+           {"gpt-oss",
+            "<|channel|>commentary to=functions.get_weather <|constrain|>json"
+            "<|message|>" +
+                args + "<|call|>"}}) {
     ServerOptions so;
     so.tool_call_parser = parser;
     auto h = text_harness(so, test::tiny_tokenizer_dir(), 1024);

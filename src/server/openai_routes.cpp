@@ -329,6 +329,9 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
                 a.reasoning += rest.reasoning;
                 a.content += rest.content;
                 a.calls = std::move(rest.calls);
+                // What the last text completed: calls read whole, the arguments' last bytes.
+                a.call_deltas.insert(a.call_deltas.end(), rest.call_deltas.begin(),
+                                     rest.call_deltas.end());
               }
             }
             delta = std::move(a.content);
