@@ -104,6 +104,12 @@ json usage_json(const CompletionRequest& c, const std::vector<int>& completion,
           {"prompt_tokens_details", {{"cached_tokens", hit}}}};
 }
 
+// A call a stream has opened: its id, and how many bytes of its arguments went out.
+struct StreamedCall {
+  std::string id;
+  size_t arguments_sent = 0;
+};
+
 // Per-choice state while outputs arrive.
 struct Choice {
   explicit Choice(TextTracker tracker) : text(std::move(tracker)) {}
@@ -118,6 +124,7 @@ struct Choice {
   bool role_sent = false;
   // A reasoning or tool-call parser at work: splits reasoning and calls from the content.
   std::shared_ptr<AnswerStream> answer;
+  std::vector<StreamedCall> forced;  // a forced call's calls opened so far (streams)
 };
 
 bool forced_call(const CompletionRequest& c) {
@@ -125,35 +132,93 @@ bool forced_call(const CompletionRequest& c) {
          (c.tool_choice == "required" || c.tool_choice == "function");
 }
 
-// A forced call's answer (tool_choice required or named), from the output the grammar
-// constrained: the named tool's arguments, or the list of {"name", "parameters"}. Output that
-// does not parse (cut off by max_tokens) stays content.
-AnswerStream::Parts forced_calls(const CompletionRequest& c, const std::string& text) {
+// Where a forced call's output (tool_choice required or named; the grammar constrains it)
+// holds its calls, as far as it has arrived: the named tool's arguments are the whole output
+// (trimmed; what has arrived, trimmed, is a prefix of it), the list's calls are its
+// {"name", "parameters"} objects, delimited by the scanner the parsers use (tool_call_scan.h).
+std::vector<CallSpan> forced_call_spans(const CompletionRequest& c, const std::string& text) {
+  std::vector<CallSpan> spans;
+  constexpr const char* kSpace = " \t\r\n";
+  if (c.tool_choice == "function") {
+    const size_t a = text.find_first_not_of(kSpace);
+    if (a == std::string::npos) return spans;
+    CallSpan s;
+    s.name = c.tool_name;
+    s.args_begin = a;
+    s.args_end = text.find_last_not_of(kSpace) + 1;
+    s.args_arrived = s.args_end - a;
+    spans.push_back(s);
+    return spans;
+  }
+  size_t i = text.find('[');
+  while (i != std::string::npos) {
+    i = text.find_first_not_of(" \t\r\n,", i + 1);
+    if (i == std::string::npos || text[i] != '{') break;  // the grammar writes objects only
+    spans.push_back(scan_call_object(text, i));
+    i = spans.back().closed ? spans.back().end - 1 : std::string::npos;
+  }
+  return spans;
+}
+
+// The call deltas a forced call's output so far adds to what `streamed` went out: a call
+// opens once its name is whole, then its arguments go out as they arrive.
+std::vector<ToolCallDelta> forced_call_deltas(const CompletionRequest& c, const std::string& text,
+                                              std::vector<StreamedCall>& streamed) {
+  std::vector<ToolCallDelta> out;
+  const std::vector<CallSpan> spans = forced_call_spans(c, text);
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const CallSpan& s = spans[k];
+    if (k == streamed.size()) {
+      if (!s.name || s.name->empty()) break;
+      streamed.push_back({random_id("call_"), 0});
+      out.push_back({k, true, streamed[k].id, *s.name, ""});
+    }
+    StreamedCall& sc = streamed[k];
+    if (s.args_begin != std::string::npos && s.args_arrived > sc.arguments_sent) {
+      out.push_back(
+          {k, false, "", "",
+           text.substr(s.args_begin + sc.arguments_sent, s.args_arrived - sc.arguments_sent)});
+      sc.arguments_sent = s.args_arrived;
+    }
+  }
+  return out;
+}
+
+// A forced call's answer, from the whole constrained output: the named tool's arguments, or
+// the list of {"name", "parameters"}. Output that does not parse (cut off by max_tokens)
+// stays content. `streamed`: the calls a stream opened, which keep their ids and get only the
+// arguments' bytes not sent yet (without it each call goes out whole).
+AnswerStream::Parts forced_calls(const CompletionRequest& c, const std::string& text,
+                                 const std::vector<StreamedCall>* streamed = nullptr) {
   AnswerStream::Parts out;
   const ordered_json j = ordered_json::parse(text, nullptr, false);
   // Arguments are the model's JSON text, as the parsers give them (tool_calls.h).
-  if (c.tool_choice == "function" && j.is_object()) {
-    const size_t a = text.find_first_not_of(" \t\r\n");
-    out.calls.push_back({random_id("call_"), c.tool_name,
-                         text.substr(a, text.find_last_not_of(" \t\r\n") - a + 1)});
-  } else if (c.tool_choice == "required" && j.is_array()) {
-    // The list's objects, delimited by the scanner the parsers use, for their raw arguments.
-    size_t i = text.find('[') + 1;
-    for (const auto& item : j) {
-      if (!item.is_object()) break;  // the grammar writes objects only
-      i = text.find('{', i);
-      const CallSpan span = scan_call_object(text, i);
-      i = span.end;
-      if (span.name && span.args_begin == std::string::npos)
-        out.calls.push_back({random_id("call_"), *span.name, "{}"});
-      else if (span.name && span.args_end != std::string::npos)
-        out.calls.push_back({random_id("call_"), *span.name,
-                             text.substr(span.args_begin, span.args_end - span.args_begin)});
-      if (i == std::string::npos) break;
+  if ((c.tool_choice == "function" && j.is_object()) ||
+      (c.tool_choice == "required" && j.is_array()))
+    for (const CallSpan& s : forced_call_spans(c, text)) {
+      if (!s.name) break;
+      if (s.args_begin == std::string::npos)
+        out.calls.push_back({random_id("call_"), *s.name, "{}"});
+      else if (s.args_end != std::string::npos)
+        out.calls.push_back(
+            {random_id("call_"), *s.name, text.substr(s.args_begin, s.args_end - s.args_begin)});
     }
-  }
   if (out.calls.empty()) out.content = text;
-  out.call_deltas = whole_call_deltas(out.calls);
+  if (!streamed) {
+    out.call_deltas = whole_call_deltas(out.calls);
+    return out;
+  }
+  for (size_t k = 0; k < out.calls.size(); ++k) {
+    ToolCall& call = out.calls[k];
+    if (k >= streamed->size()) {
+      out.call_deltas.push_back({k, true, call.id, call.name, call.arguments});
+      continue;
+    }
+    call.id = (*streamed)[k].id;
+    const size_t sent = (*streamed)[k].arguments_sent;
+    if (call.arguments.size() > sent)
+      out.call_deltas.push_back({k, false, "", "", call.arguments.substr(sent)});
+  }
   return out;
 }
 
@@ -318,10 +383,13 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
           json choice = {{"index", k}, {"token_ids", o.token_ids}};
           bool called = false;
           if (chat && (ch.answer || forced_call(*c))) {
-            // A forced call is read once the constrained output is whole.
+            // A forced call streams from the constrained output as it grows; once it is
+            // whole, the final parse gives the calls (and what the last text added).
             AnswerStream::Parts a;
             if (forced_call(*c)) {
-              if (o.finished) a = forced_calls(*c, ch.full_text);
+              std::vector<ToolCallDelta> grown = forced_call_deltas(*c, ch.full_text, ch.forced);
+              if (o.finished) a = forced_calls(*c, ch.full_text, &ch.forced);
+              a.call_deltas.insert(a.call_deltas.begin(), grown.begin(), grown.end());
             } else {
               a = ch.answer->feed(delta);
               if (o.finished) {
