@@ -1,7 +1,8 @@
 // Prompt logprobs over HTTP with the tiny Llama: /v1/completions' echo (the prompt's text
 // opens the choice, its tokens open the logprobs) and SGLang's /generate logprob_start_len
 // (meta_info.input_token_logprobs / input_top_logprobs), each compared with the log-softmax
-// of a plain prefill of the same prompt, with chunked prefill and with a cached prefix.
+// of a plain prefill of the same prompt, with chunked prefill and with a cached prefix (also
+// a hybrid model's, resumed from a recurrent-state snapshot).
 #include <gtest/gtest.h>
 
 #include "runtime/sampler.h"
@@ -18,8 +19,9 @@ constexpr double kTol = 1e-4;
 
 // What the engine should give for prompt token p (p >= 1): the log-softmax of a plain
 // whole-prompt prefill's logits at position p - 1, with the `top` most likely tokens.
-std::vector<TokenLogprob> reference_prompt_logprobs(const std::vector<int>& prompt, int top) {
-  ModelRunner runner(ModelConfig::load(test::fixture_dir("llama")),
+std::vector<TokenLogprob> reference_prompt_logprobs(const std::vector<int>& prompt, int top,
+                                                    const std::string& fixture = "llama") {
+  ModelRunner runner(ModelConfig::load(test::fixture_dir(fixture)),
                      test::harness_runner_options(4096, 4));
   const Tensor logits = test::prefill_all_logits(runner, prompt);
   const int vocab = runner.config().vocab_size;
@@ -112,6 +114,25 @@ TEST(ServerPromptLogprobs, GenerateInputLogprobsAreAPlainPrefillsChunkedOrCached
     EXPECT_NE(message.find("logprob_start_len"), std::string::npos) << message;
     EXPECT_NE(message.find("0..19"), std::string::npos) << message;
   }
+}
+
+// A hybrid model (attention + Mamba2) with state snapshots in the prefix cache every 16
+// tokens and chunks of 8: the prompt's positions from the first one asked for are computed
+// from the snapshot before it, and give the plain prefill's values.
+TEST(ServerPromptLogprobs, HybridModelWithStateSnapshotsGivesThePlainPrefillsValues) {
+  const std::vector<int> prompt = test::synthetic_tokens(50, 5);
+  const std::vector<TokenLogprob> ref = reference_prompt_logprobs(prompt, 2, "nemotron_h");
+  SchedulerOptions chunks;
+  chunks.chunked_prefill_size = 8;
+  Harness h("nemotron_h", test::hybrid_cache_options("extra_buffer", 1, 4, 16), chunks);
+  const auto [s1, first] = h.post("/generate", generate_body(prompt, 0, 2));
+  ASSERT_EQ(s1, 200) << first.dump();
+  expect_input_logprobs(first, prompt, 0, ref, "hybrid, from the start");
+  const auto [s2, later] = h.post("/generate", generate_body(prompt, 40, 2));
+  ASSERT_EQ(s2, 200) << later.dump();
+  EXPECT_EQ(later["meta_info"]["cached_tokens"], 32);  // the snapshot at or before 39
+  expect_input_logprobs(later, prompt, 40, ref, "hybrid, from 40 over a cached prefix");
+  EXPECT_EQ(later["output_ids"], first["output_ids"]);
 }
 
 TEST(ServerPromptLogprobs, CompletionsEchoOpensTheTextAndLogprobsWithThePrompt) {
