@@ -20,9 +20,11 @@ constexpr double kTol = 1e-4;
 // What the engine should give for prompt token p (p >= 1): the log-softmax of a plain
 // whole-prompt prefill's logits at position p - 1, with the `top` most likely tokens.
 std::vector<TokenLogprob> reference_prompt_logprobs(const std::vector<int>& prompt, int top,
-                                                    const std::string& fixture = "llama") {
-  ModelRunner runner(ModelConfig::load(test::fixture_dir(fixture)),
-                     test::harness_runner_options(4096, 4));
+                                                    const std::string& fixture = "llama",
+                                                    const std::string& device = "cpu") {
+  RunnerOptions o = test::harness_runner_options(4096, 4);
+  o.device = device;
+  ModelRunner runner(ModelConfig::load(test::fixture_dir(fixture)), o);
   const Tensor logits = test::prefill_all_logits(runner, prompt);
   const int vocab = runner.config().vocab_size;
   std::vector<TokenLogprob> out;
@@ -133,6 +135,21 @@ TEST(ServerPromptLogprobs, HybridModelWithStateSnapshotsGivesThePlainPrefillsVal
   EXPECT_EQ(later["meta_info"]["cached_tokens"], 32);  // the snapshot at or before 39
   expect_input_logprobs(later, prompt, 40, ref, "hybrid, from 40 over a cached prefix");
   EXPECT_EQ(later["output_ids"], first["output_ids"]);
+}
+
+// On the GPU: the sampled pass that also returns the prompt rows (ModelRunner::run_pass)
+// gives a plain GPU prefill's values, the pass being the same one prefill of the prompt.
+TEST(ServerPromptLogprobs, OnCudaTheyAreAPlainGpuPrefills) {
+  std::string why;
+  if (!cuda_available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
+  const std::vector<int> prompt = test::synthetic_tokens(20, 3);
+  const std::vector<TokenLogprob> ref = reference_prompt_logprobs(prompt, 3, "llama", "cuda");
+  RunnerOptions o = test::harness_runner_options(4096, 16);
+  o.device = "cuda";
+  Harness h("llama", o, SchedulerOptions{});
+  const auto [s, reply] = h.post("/generate", generate_body(prompt, 0, 3));
+  ASSERT_EQ(s, 200) << reply.dump();
+  expect_input_logprobs(reply, prompt, 0, ref, "cuda");
 }
 
 TEST(ServerPromptLogprobs, CompletionsEchoOpensTheTextAndLogprobsWithThePrompt) {
