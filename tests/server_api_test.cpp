@@ -383,39 +383,57 @@ TEST(ServerApi, ToolsAreRenderedThroughTheChatTemplate) {
   json forced = {{"messages", messages}, {"max_tokens", 64}, {"temperature", 0.8}, {"seed", 3}};
   forced["tools"] = {tools[0], unit_tool};
   forced["tool_choice"] = {{"type", "function"}, {"function", {{"name", "set_unit"}}}};
-  for (bool stream : {false, true}) {
-    json msg;
-    std::string finish;
-    if (!stream) {
-      const auto [s, named] = h->post("/v1/chat/completions", forced);
-      ASSERT_EQ(s, 200) << named.dump();
-      msg = named["choices"][0]["message"];
-      finish = named["choices"][0]["finish_reason"];
-    } else {
-      json body = forced;
-      body["stream"] = true;
-      bool done = false;
-      for (const auto& e : h->stream("/v1/chat/completions", body, &done))
-        for (const auto& c : e["choices"]) {
-          if (c["delta"].contains("tool_calls")) msg["tool_calls"] = c["delta"]["tool_calls"];
-          if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
-        }
-      EXPECT_TRUE(done);
+  // Whole, then streamed (the same seed: the same output): each call opens with its id and
+  // name, its arguments follow in fragments as the constrained output grows, joining to the
+  // whole answer's.
+  auto expect_forced_calls_stream = [&](const std::string& what) {
+    const auto [s, whole] = h->post("/v1/chat/completions", forced);
+    ASSERT_EQ(s, 200) << whole.dump();
+    const json& calls = whole["choices"][0]["message"]["tool_calls"];
+    ASSERT_GE(calls.size(), 1u) << what << whole.dump();
+    EXPECT_EQ(whole["choices"][0]["finish_reason"], "tool_calls") << what;
+    for (const auto& c : calls) {
+      EXPECT_EQ(c["function"]["name"], "set_unit");
+      const json args = json::parse(c["function"]["arguments"].get<std::string>());
+      EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << args.dump();
     }
-    ASSERT_TRUE(msg.contains("tool_calls")) << msg.dump();
-    ASSERT_EQ(msg["tool_calls"].size(), 1u);
-    EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "set_unit");
-    const json args = json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>());
-    EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << args.dump();
-    EXPECT_EQ(finish, "tool_calls");
-  }
+    json body = forced;
+    body["stream"] = true;
+    bool done = false;
+    std::vector<json> deltas;
+    std::string finish;
+    for (const auto& e : h->stream("/v1/chat/completions", body, &done))
+      for (const auto& c : e["choices"]) {
+        if (c["delta"].contains("tool_calls"))
+          for (const auto& d : c["delta"]["tool_calls"]) deltas.push_back(d);
+        if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+      }
+    EXPECT_TRUE(done);
+    EXPECT_EQ(finish, "tool_calls") << what;
+    std::vector<std::string> names(calls.size()), arguments(calls.size());
+    std::vector<int> fragments(calls.size(), 0);
+    for (const auto& d : deltas) {
+      const size_t k = d["index"];
+      ASSERT_LT(k, calls.size()) << what;
+      EXPECT_EQ(d.contains("id"), names[k].empty()) << what << ": only the first delta opens";
+      if (d.contains("id")) {
+        names[k] = d["function"]["name"];
+        EXPECT_EQ(d["function"]["arguments"], "") << what;
+      } else {
+        ++fragments[k];
+      }
+      arguments[k] += d["function"]["arguments"].get<std::string>();
+    }
+    for (size_t k = 0; k < calls.size(); ++k) {
+      EXPECT_EQ(names[k], "set_unit") << what;
+      EXPECT_EQ(arguments[k], calls[k]["function"]["arguments"]) << what << " call " << k;
+      EXPECT_GT(fragments[k], 1) << what << ": the arguments came whole, not as they arrived";
+    }
+  };
+  expect_forced_calls_stream("named");
   forced["tools"] = {unit_tool};
   forced["tool_choice"] = "required";
-  const auto [s6, required] = h->post("/v1/chat/completions", forced);
-  ASSERT_EQ(s6, 200) << required.dump();
-  const json& calls = required["choices"][0]["message"]["tool_calls"];
-  ASSERT_GE(calls.size(), 1u) << required.dump();
-  for (const auto& c : calls) EXPECT_EQ(c["function"]["name"], "set_unit");
+  expect_forced_calls_stream("required");
   // A named function the request does not offer is a 400 naming tool_choice.
   forced["tool_choice"] = {{"type", "function"}, {"function", {{"name", "nope"}}}};
   const auto [s7, unknown] = h->post("/v1/chat/completions", forced);
@@ -469,7 +487,11 @@ TEST(ServerApi, ToolCallArgumentsStreamAsTheyArrive) {
            {"llama3", "{\"name\": \"get_weather\", \"parameters\": " + args + "}"},
            {"deepseekv31", ds + "get_weather<\uff5ctool\u2581sep\uff5c>" + args +
                                "<\uff5ctool\u2581call\u2581end\uff5c>"},
-           {"mistral", "[TOOL_CALLS]get_weather[ARGS]" + args}}) {
+           {"mistral", "[TOOL_CALLS]get_weather[ARGS]" + args},
+           {"gpt-oss",
+            "<|channel|>commentary to=functions.get_weather <|constrain|>json"
+            "<|message|>" +
+                args + "<|call|>"}}) {
     ServerOptions so;
     so.tool_call_parser = parser;
     auto h = text_harness(so, test::tiny_tokenizer_dir(), 1024);

@@ -25,6 +25,9 @@ struct ForwardBatch {
   std::vector<int32_t> extend_lens;       // [B] new tokens in this pass
   std::vector<int32_t> state_slots;       // [B] recurrent-state slots (hybrid models)
   bool return_all_logits = false;         // logits for every token, not only each request's last
+  // A sampled pass with return_all_logits: the token rows (flat indices) whose logits rows come
+  // back beside the draw, which reads each request's last row as always (prompt logprobs).
+  std::vector<int32_t> logits_rows;
   // [B] how each request draws its next token when the pass returns ids (ModelRunner::
   // forward_sampled) instead of logits; empty: every request greedy.
   std::vector<SamplingRow> sampling;

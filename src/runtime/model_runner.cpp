@@ -342,7 +342,8 @@ PassOutput ModelRunner::run_pass(const ForwardBatch& batch, const PassKind& kind
           : device_->persistent("stage_in", {batch.num_tokens(), config_.hidden_size}, DType::F32);
   STRATA_CHECK(batch.sampling.empty() || batch.sampling.size() == batch.req_pool_indices.size(),
                "{} sampling rows for {} requests", batch.sampling.size(), batch.batch_size());
-  STRATA_CHECK(!kind.sampled || !batch.return_all_logits, "a sampled pass returns no logits");
+  STRATA_CHECK(batch.logits_rows.empty() || (kind.sampled && batch.return_all_logits),
+               "logits rows are for sampled passes that compute every row");
   return device_->run(batch, kind, [&](ForwardContext& ctx) {
     ctx.recurrent_state = state_pool_.get();
     Ops& ops = *ctx.ops;
@@ -355,6 +356,13 @@ PassOutput ModelRunner::run_pass(const ForwardBatch& batch, const PassKind& kind
     }
     result.logits = out;
     if (!kind.sampled) return result;
+    if (batch.return_all_logits) {
+      // Every token's row is kept for the rows asked for; the draw reads each request's last.
+      result.all_logits = out;
+      out = ops.empty({batch.batch_size(), out.cols()}, DType::F32);
+      ops.gather_rows(result.all_logits, ctx.last_token_rows, out);
+      result.logits = out;
+    }
     // The draw reads the edited logits; logprobs and raw rows the model's own.
     Tensor drawn_from = out;
     if (kind.keep_raw) {
@@ -401,13 +409,19 @@ ModelRunner::SampledTokens ModelRunner::bring_back(const ForwardBatch& batch,
     const Tensor lp = device_->to_host(out.logprobs);
     s.logprobs.assign(lp.ptr<float>(), lp.ptr<float>() + lp.numel());
   }
-  for (int32_t r : batch.raw_logit_rows) {
-    STRATA_CHECK(r >= 0 && r < out.logits.rows(), "raw logits row {} of {}", r, out.logits.rows());
-    const Tensor row = device_->to_host(Tensor::view(
-        static_cast<char*>(out.logits.raw()) + r * out.logits.row_stride() * sizeof(float),
-        {1, out.logits.cols()}, DType::F32, out.logits.device()));
-    s.raw_logits.emplace_back(row.ptr<float>(), row.ptr<float>() + row.numel());
-  }
+  auto rows_to_host = [this](const Tensor& logits, const std::vector<int32_t>& rows) {
+    std::vector<std::vector<float>> back;
+    for (int32_t r : rows) {
+      STRATA_CHECK(r >= 0 && r < logits.rows(), "logits row {} of {}", r, logits.rows());
+      const Tensor row = device_->to_host(
+          Tensor::view(static_cast<char*>(logits.raw()) + r * logits.row_stride() * sizeof(float),
+                       {1, logits.cols()}, DType::F32, logits.device()));
+      back.emplace_back(row.ptr<float>(), row.ptr<float>() + row.numel());
+    }
+    return back;
+  };
+  s.raw_logits = rows_to_host(out.logits, batch.raw_logit_rows);
+  if (!batch.logits_rows.empty()) s.token_logits = rows_to_host(out.all_logits, batch.logits_rows);
   return s;
 }
 

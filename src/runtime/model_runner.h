@@ -92,12 +92,14 @@ class ModelRunner {
   Tensor forward(const ForwardBatch& batch, const Tensor& hidden_in = {});
   // One forward pass of the last stage, returning the token each request draws from its
   // logits row after batch.logit_edits, under batch.sampling (greedy where empty), drawn on
-  // the device: only the ids, the logprobs asked for and the raw rows asked for come back.
+  // the device: only the ids, the logprobs asked for and the raw rows asked for come back
+  // (with return_all_logits also the token rows of batch.logits_rows: prompt logprobs).
   struct SampledTokens {
     std::vector<int32_t> ids;  // [B]
     // [B x logprob_row_width(batch.top_logprobs)] when batch.top_logprobs >= 0 (ops/logprobs.h)
     std::vector<float> logprobs;
-    std::vector<std::vector<float>> raw_logits;  // one row per batch.raw_logit_rows entry
+    std::vector<std::vector<float>> raw_logits;    // one row per batch.raw_logit_rows entry
+    std::vector<std::vector<float>> token_logits;  // one row per batch.logits_rows entry
   };
   SampledTokens forward_sampled(const ForwardBatch& batch);
   // Grammar masks computed while the pass's forward runs (the scheduler's mask worker):

@@ -63,6 +63,15 @@ void Scheduler::validate(const ServeRequest& r) const {
   if (r.top_logprobs >= 0 && vocab > (1 << 24))
     throw RequestError(fmt::format(
         "logprobs of a vocabulary of {} tokens are not supported (at most 2^24)", vocab));
+  const auto len = static_cast<int64_t>(r.input_ids.size());
+  if (r.prompt_logprobs_from < -1 || r.prompt_logprobs_from >= len)
+    throw RequestError(fmt::format(
+        "prompt logprobs from position {} (logprob_start_len), but the prompt has {} tokens: "
+        "give -1 (none) or a position in 0..{}",
+        r.prompt_logprobs_from, len, len - 1));
+  if (r.prompt_top_logprobs < 0 || r.prompt_top_logprobs > kMaxTopLogprobs)
+    throw RequestError(fmt::format("top logprobs of prompt tokens must be in 0..{}, got {}",
+                                   kMaxTopLogprobs, r.prompt_top_logprobs));
   if (!r.stop_strings.empty() && !make_text_stream_)
     throw RequestError(
         "stop strings need a tokenizer, and this server has none (no tokenizer.json in the "
@@ -90,6 +99,8 @@ void Scheduler::submit(uint64_t id, ServeRequest request) {
   r->prompt_len = static_cast<int>(request.input_ids.size());
   if (request.sampling.adjusts_logits()) r->counts = TokenCounts(request.input_ids);
   if (request.grammar) r->matcher = std::make_unique<grammar::GrammarMatcher>(request.grammar);
+  r->prompt_logprob_next =
+      request.prompt_logprobs_from < 0 ? r->prompt_len : std::max(request.prompt_logprobs_from, 1);
   r->request = std::move(request);
   if (r->request.sampling.max_new_tokens == 0) {  // nothing to compute
     r->out.finished = true;
@@ -174,8 +185,11 @@ int Scheduler::try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Re
   const int len = static_cast<int>(r.tokens.size());
   RadixCache::Match match;
   if (cache_) {
-    // At least one token is always computed: its logits choose the next token.
-    match = cache_->match_prefix(r.tokens.data(), len - 1);
+    // At least one token is always computed: its logits choose the next token. Prompt
+    // logprobs need the logits of every position from the one predicting the first token
+    // still owed (SGLang's logprob_start_len): no hit over those.
+    const int reusable = r.wants_prompt_logits() ? r.prompt_logprob_next - 1 : len - 1;
+    match = cache_->match_prefix(r.tokens.data(), reusable);
     cache_->lock(match.last);  // before anything below can evict it
   }
   double future = 0;
@@ -341,6 +355,7 @@ std::vector<RequestOutput> Scheduler::step() {
   ModelRunner::LateMasks late;
   late_reqs_.clear();
   for (const Req* r : members) add_draw(batch, *r, late);
+  const std::vector<PromptRow> prompt_rows = ask_prompt_logits(batch, members);
   ModelRunner::SampledTokens drawn;
   try {
     drawn = run_sampled(batch, late);
@@ -351,6 +366,7 @@ std::vector<RequestOutput> Scheduler::step() {
     members.clear();
   }
   ++totals_.forward_passes;
+  if (!members.empty()) take_prompt_logprobs(prompt_rows, drawn);
   int raw_row = 0;
   for (size_t b = 0; b < members.size(); ++b) {
     Req& r = *members[b];

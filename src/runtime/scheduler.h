@@ -64,6 +64,13 @@ struct ServeRequest {
   std::vector<std::string> stop_strings;  // matched on the decoded output text
   bool skip_special_tokens = true;        // of that text (and of the server's)
   bool return_logits = false;  // the full logits row behind each token (tests, debugging)
+  // Prompt logprobs (SGLang's logprob_start_len, OpenAI's echo): the log-softmax of each prompt
+  // position's logits at the next prompt token, for the prompt tokens from this position on
+  // (-1: none; the first prompt token has none, nothing predicts it), with the
+  // prompt_top_logprobs most likely tokens at each position. Such a request takes no prefix
+  // cache hit over those positions: tokens served from the cache have no logits.
+  int prompt_logprobs_from = -1;
+  int prompt_top_logprobs = 0;
   // Structured output: every draw is masked to the tokens the grammar allows next (stop
   // tokens only once it accepts), and the request stops when the grammar can only stop.
   std::shared_ptr<grammar::CompiledGrammar> grammar;
@@ -73,7 +80,10 @@ struct ServeRequest {
 struct RequestOutput {
   uint64_t id = 0;
   std::vector<int> token_ids;
-  std::vector<TokenLogprob> logprobs;      // one per token when asked for
+  std::vector<TokenLogprob> logprobs;  // one per token when asked for
+  // Prompt tokens max(prompt_logprobs_from, 1) .. end, in order, each once: all come with the
+  // request's first output (its prefill passes return none).
+  std::vector<TokenLogprob> prompt_logprobs;
   std::vector<std::vector<float>> logits;  // one row per token with return_logits
   bool finished = false;
   std::string finish_reason;  // "stop" | "length" | "abort" | "error"
@@ -152,6 +162,15 @@ class Scheduler {
   // then accept()s it.
   void take_draw(Req& r, int b, const ForwardBatch& batch, ModelRunner::SampledTokens& drawn,
                  int& raw_row);
+  // Prompt logprobs: asks the pass for the logits rows of the prompt positions whose logprobs
+  // members still owe (batch.logits_rows), and records them from the pass's rows.
+  struct PromptRow {
+    Req* req;
+    int position;
+  };
+  std::vector<PromptRow> ask_prompt_logits(ForwardBatch& batch, const std::vector<Req*>& members);
+  void take_prompt_logprobs(const std::vector<PromptRow>& rows,
+                            const ModelRunner::SampledTokens& drawn);
   // Appends a chosen token to r and finishes r at a stop token, stop string or length.
   void accept(Req& r, int token);
   bool matches_stop_string(Req& r, int token);

@@ -172,6 +172,40 @@ void Scheduler::take_draw(Req& r, int b, const ForwardBatch& batch,
     r.prefill_end = static_cast<int>(r.tokens.size());
 }
 
+std::vector<Scheduler::PromptRow> Scheduler::ask_prompt_logits(ForwardBatch& batch,
+                                                               const std::vector<Req*>& members) {
+  std::vector<PromptRow> rows;
+  const std::vector<int> offsets = batch.token_offsets();
+  for (size_t b = 0; b < members.size(); ++b) {
+    Req& r = *members[b];
+    if (!r.wants_prompt_logits()) continue;
+    // Position p's logits predict token p + 1: the rows of the chunk's positions before the
+    // last prompt token (whose logits draw the first output token) still owed.
+    const int begin = batch.prefix_lens[b];
+    const int end = std::min(batch.seq_len(static_cast<int>(b)), r.prompt_len - 1);
+    for (int p = std::max(begin, r.prompt_logprob_next - 1); p < end; ++p) {
+      batch.logits_rows.push_back(offsets[b] + p - begin);
+      rows.push_back({&r, p});
+    }
+  }
+  // Every token of the pass then gets its logits row (the model computes all or only the
+  // last ones): a cost only passes with prompt logprobs pay.
+  batch.return_all_logits = !rows.empty();
+  return rows;
+}
+
+void Scheduler::take_prompt_logprobs(const std::vector<PromptRow>& rows,
+                                     const ModelRunner::SampledTokens& drawn) {
+  const int vocab = runner_.config().vocab_size;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Req& r = *rows[i].req;
+    const int token = r.tokens[rows[i].position + 1];
+    r.out.prompt_logprobs.push_back(token_logprob(drawn.token_logits.at(i).data(), vocab, token,
+                                                  r.request.prompt_top_logprobs));
+    r.prompt_logprob_next = rows[i].position + 2;
+  }
+}
+
 void Scheduler::accept(Req& r, int token) {
   const ServeRequest& q = r.request;
   if (q.sampling.adjusts_logits()) r.counts.add_output(token);

@@ -191,4 +191,42 @@ TEST(SchedulerPressure, AfterARetractionNothingIsAdmittedUntilARequestFinishes) 
   EXPECT_GT(retractions, 0) << "no scenario ran out of memory: the test tests nothing";
 }
 
+// Prompt logprobs under retraction: requests retracted and computed
+// again record each prompt token's logprob once, with the plain prefill's value.
+TEST(SchedulerPressure, PromptLogprobsSurviveRetractionOnceEach) {
+  RunnerOptions o = test::default_options(1, 8);
+  o.max_total_tokens = 128;
+  ModelRunner runner(ModelConfig::load(test::fixture_dir("llama")), o);
+  ModelRunner reference(ModelConfig::load(test::fixture_dir("llama")), test::default_options(1, 2));
+  SchedulerOptions so;
+  so.chunked_prefill_size = 8;
+  Scheduler s(runner, so);
+  constexpr int kRequests = 6, kPrompt = 24, kNew = 30;
+  std::map<uint64_t, std::vector<int>> prompts;
+  for (uint64_t id = 0; id < kRequests; ++id) {
+    prompts[id] = test::synthetic_tokens(kPrompt, static_cast<int>(id));
+    ServeRequest r = greedy_request(prompts[id], kNew);
+    r.prompt_logprobs_from = 0;
+    r.prompt_top_logprobs = 1;
+    s.validate(r);
+    s.submit(id, r);
+  }
+  std::map<uint64_t, std::vector<TokenLogprob>> got;
+  for (int step = 0; s.has_work() && step < 20000; ++step)
+    for (auto& out : s.step())
+      for (auto& lp : out.prompt_logprobs) got[out.id].push_back(std::move(lp));
+  EXPECT_GT(s.stats().retractions, 0) << "the load should not fit: no retraction was tested";
+  const int vocab = runner.config().vocab_size;
+  for (const auto& [id, prompt] : prompts) {
+    const Tensor logits = test::prefill_all_logits(reference, prompt);
+    ASSERT_EQ(got[id].size(), prompt.size() - 1) << "request " << id;
+    for (size_t p = 1; p < prompt.size(); ++p) {
+      const TokenLogprob want =
+          token_logprob(logits.row(static_cast<int64_t>(p - 1)), vocab, prompt[p], 1);
+      EXPECT_EQ(got[id][p - 1].token, prompt[p]) << id << " " << p;
+      EXPECT_NEAR(got[id][p - 1].logprob, want.logprob, 1e-4) << id << " " << p;
+    }
+  }
+}
+
 }  // namespace strata

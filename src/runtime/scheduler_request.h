@@ -39,6 +39,11 @@ struct Scheduler::Req {
   std::unique_ptr<TextStream> text;
   std::string text_tail;
   std::unique_ptr<grammar::GrammarMatcher> matcher;  // with a grammar: where its output is
+  // Prompt logprobs: the next prompt token whose logprob is still to be recorded (prompt_len:
+  // none left). Kept over a retraction, so that a recomputed prompt records nothing twice.
+  int prompt_logprob_next = 0;
+
+  bool wants_prompt_logits() const { return prompt_logprob_next < prompt_len; }
 
   int generated() const { return static_cast<int>(tokens.size()) - prompt_len; }
   bool prefilling() const { return cached < prefill_end; }

@@ -28,6 +28,7 @@ struct RunnerOptions;
 // edited logits the draw reads in `edited`.
 struct PassOutput {
   Tensor logits, ids, logprobs, edited;
+  Tensor all_logits;  // a sampled pass with return_all_logits: every token's row
 };
 using PassFn = std::function<PassOutput(ForwardContext&)>;
 

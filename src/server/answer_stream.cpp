@@ -24,11 +24,14 @@ AnswerStream::Parts AnswerStream::feed(const std::string& delta) {
       cut = open;
     else if (!text_.empty() && text_.back() == '<')
       cut = text_.size() - 1;
-    const HarmonyAnswer h = parse_harmony(text_.substr(0, cut), /*complete_only=*/true);
+    // The unfinished last call too: its arguments so far are a prefix of its final ones
+    // (the message body as it grows, trimmed the same way).
+    HarmonyAnswer h = parse_harmony(text_.substr(0, cut), /*complete_only=*/false);
     out.reasoning = h.reasoning.substr(std::min(reasoning_sent_, h.reasoning.size()));
     out.content = h.content.substr(std::min(content_sent_, h.content.size()));
     reasoning_sent_ = std::max(reasoning_sent_, h.reasoning.size());
     content_sent_ = std::max(content_sent_, h.content.size());
+    if (tools_) stream_harmony_calls(h.calls, out.call_deltas);
     return out;
   }
   std::string content = delta;
@@ -54,9 +57,9 @@ AnswerStream::Parts AnswerStream::finish() {
     out.content = h.content.substr(std::min(content_sent_, h.content.size()));
     reasoning_sent_ = h.reasoning.size();
     content_sent_ = h.content.size();
-    if (tools_) {  // gpt-oss's calls are read whole, once the answer ends
+    if (tools_) {
+      stream_harmony_calls(h.calls, out.call_deltas);
       out.calls = std::move(h.calls);
-      out.call_deltas = whole_call_deltas(out.calls);
     }
     return out;
   }
@@ -76,6 +79,24 @@ AnswerStream::Parts AnswerStream::finish() {
     out.content = std::move(content);
   }
   return out;
+}
+
+void AnswerStream::stream_harmony_calls(std::vector<ToolCall>& calls,
+                                        std::vector<ToolCallDelta>& deltas) {
+  for (size_t k = 0; k < calls.size(); ++k) {
+    ToolCall& c = calls[k];
+    // A call opens once its header is whole (its <|message|> came): the name is known.
+    if (k == harmony_calls_.size()) {
+      harmony_calls_.push_back({c.id, 0});
+      deltas.push_back({k, true, c.id, c.name, ""});
+    }
+    StreamedCall& s = harmony_calls_[k];
+    c.id = s.id;
+    if (c.arguments.size() > s.arguments_sent) {
+      deltas.push_back({k, false, "", "", c.arguments.substr(s.arguments_sent)});
+      s.arguments_sent = c.arguments.size();
+    }
+  }
 }
 
 AnswerStream::Parts AnswerStream::split(const std::string& reasoning_format,

@@ -29,9 +29,18 @@ class AnswerStream {
                      const std::string& text);
 
  private:
+  // harmony: deltas for what the calls in `calls` (of the answer so far, the last perhaps
+  // unfinished) have grown by; the calls take the ids they were opened with.
+  void stream_harmony_calls(std::vector<ToolCall>& calls, std::vector<ToolCallDelta>& deltas);
+
   bool harmony_ = false, tools_ = false;
   std::string text_;  // harmony: all so far
   size_t reasoning_sent_ = 0, content_sent_ = 0;
+  struct StreamedCall {
+    std::string id;
+    size_t arguments_sent = 0;
+  };
+  std::vector<StreamedCall> harmony_calls_;  // harmony: the calls opened so far
   std::unique_ptr<ReasoningSplitter> reasoning_;
   std::unique_ptr<ToolCallStream> calls_;
 };

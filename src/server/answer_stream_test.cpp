@@ -127,6 +127,59 @@ TEST(AnswerStream, GptOssHarmonyChannels) {
   EXPECT_EQ(parse_harmony("just text").content, "just text");
 }
 
+// gpt-oss's call (the harmony docs' example, with a commentary preamble first) fed in pieces:
+// the call opens with its id and name once its header is whole, then its arguments go out as
+// they arrive, before <|call|> ends them, and join to the whole answer's arguments.
+TEST(AnswerStream, GptOssCallsStreamAsTheyArrive) {
+  const std::string text =
+      "<|channel|>analysis<|message|>Need the weather tool.<|end|><|start|>assistant<|channel|>"
+      "commentary<|message|>Checking the weather.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.get_current_weather <|constrain|>json<|message|>{\"location\": \"San "
+      "Francisco, CA\", \"unit\": \"celsius\"}<|call|>";
+  const auto whole = AnswerStream::split("gpt-oss", "gpt-oss", text);
+  ASSERT_EQ(whole.calls.size(), 1u);
+  EXPECT_EQ(whole.content, "Checking the weather.");
+  const std::string args = R"({"location": "San Francisco, CA", "unit": "celsius"})";
+  EXPECT_EQ(whole.calls[0].arguments, args);
+  const size_t call_end = text.find("<|call|>");
+  for (size_t step : {1, 2, 3, 7, 1000}) {
+    AnswerStream s("gpt-oss", "gpt-oss");
+    std::vector<ToolCallDelta> deltas;
+    std::string content, before_end;  // the arguments sent before <|call|> was fed
+    for (size_t i = 0; i < text.size(); i += step) {
+      auto p = s.feed(text.substr(i, step));
+      content += p.content;
+      for (auto& d : p.call_deltas) {
+        if (i + step <= call_end) before_end += d.arguments;
+        deltas.push_back(std::move(d));
+      }
+    }
+    auto p = s.finish();
+    content += p.content;
+    for (auto& d : p.call_deltas) deltas.push_back(std::move(d));
+    EXPECT_EQ(content, whole.content) << step;
+    ASSERT_GE(deltas.size(), 2u) << step;
+    EXPECT_TRUE(deltas[0].opens);
+    EXPECT_EQ(deltas[0].name, "get_current_weather");
+    EXPECT_EQ(deltas[0].arguments, "");
+    std::string joined;
+    for (size_t k = 0; k < deltas.size(); ++k) {
+      EXPECT_EQ(deltas[k].index, 0u);
+      EXPECT_EQ(deltas[k].opens, k == 0) << step;
+      joined += deltas[k].arguments;
+    }
+    EXPECT_EQ(joined, args) << step;
+    ASSERT_EQ(p.calls.size(), 1u);
+    EXPECT_EQ(p.calls[0].id, deltas[0].id);  // the id the stream opened it with
+    EXPECT_EQ(p.calls[0].arguments, args);
+    // Piece by piece, all but the closing brace and beyond went out before <|call|>.
+    if (step < 1000) {
+      EXPECT_GE(before_end.size(), args.size() - step) << step;
+      EXPECT_EQ(args.rfind(before_end, 0), 0u) << step;
+    }
+  }
+}
+
 TEST(AnswerStream, Qwen3ThinkBlocksAndHermesCallsAfterThem) {
   const std::string text =
       "<think>\nThe user wants the weather.\n</think>\n\nChecking.\n<tool_call>\n{\"name\": "

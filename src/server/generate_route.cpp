@@ -1,9 +1,10 @@
 // SGLang's native POST /generate: {"text" | "input_ids", "sampling_params", "stream",
-// "return_logprob", "top_logprobs_num", "return_text_in_logprobs", "rid"}. One prompt answers
-// one object; a batch (`text` a list of strings, `input_ids` a list of lists) or
-// sampling_params.n > 1 answers a list, prompt-major (prompt i sample j at i * n + j), as
-// SGLang does; streamed, each event is one request's cumulative object, with its "index"
-// when there are several.
+// "return_logprob", "top_logprobs_num", "logprob_start_len", "return_text_in_logprobs",
+// "rid"}. One prompt answers one object; a batch (`text` a list of strings, `input_ids` a list
+// of lists) or sampling_params.n > 1 answers a list, prompt-major (prompt i sample j at
+// i * n + j), as SGLang does; streamed, each event is one request's cumulative object, with its
+// "index" when there are several. With return_logprob and logprob_start_len, meta_info has
+// the prompt's input_token_logprobs and input_top_logprobs (SGLang's).
 #include <httplib.h>
 
 #include "core/error.h"
@@ -73,9 +74,14 @@ ServeRequest read_sampling_params(const json& sp, const json& body,
     throw HttpError(400, "'max_new_tokens' must be >= 0", "max_new_tokens");
   r.stop_strings = get_stop_strings(sp, "stop");
   r.skip_special_tokens = get_bool(sp, "skip_special_tokens").value_or(true);
-  if (get_bool(body, "return_logprob").value_or(false))
+  if (get_bool(body, "return_logprob").value_or(false)) {
     r.top_logprobs = static_cast<int>(
         std::clamp<int64_t>(get_integer(body, "top_logprobs_num").value_or(0), 0, INT32_MAX));
+    // SGLang's logprob_start_len (-1: output logprobs only); the scheduler checks the range.
+    r.prompt_logprobs_from = static_cast<int>(std::clamp<int64_t>(
+        get_integer(body, "logprob_start_len").value_or(-1), INT32_MIN, INT32_MAX));
+    r.prompt_top_logprobs = r.top_logprobs;
+  }
   return r;
 }
 
@@ -85,7 +91,7 @@ GenerateRequest parse_generate(const ServerContext& ctx, const json& body,
                                const ordered_json& ordered) {
   check_fields(body,
                {"text", "input_ids", "sampling_params", "stream", "return_logprob",
-                "top_logprobs_num", "return_text_in_logprobs", "rid"},
+                "top_logprobs_num", "logprob_start_len", "return_text_in_logprobs", "rid"},
                "the request");
   GenerateRequest g;
   g.stream = get_bool(body, "stream").value_or(false);
@@ -179,7 +185,25 @@ void handle_generate(ServerContext& ctx, const httplib::Request& req, httplib::R
     meta["finish_reason"] = o.finished ? finish_reason_json(o) : json();
     meta["e2e_latency"] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (g->requests[k].top_logprobs >= 0) {
+    const ServeRequest& r = g->requests[k];
+    if (r.prompt_logprobs_from >= 0 && !meta.contains("input_token_logprobs")) {
+      // The prompt tokens from logprob_start_len; the first prompt token has no logprob.
+      meta["input_token_logprobs"] = json::array();
+      meta["input_top_logprobs"] = json::array();
+      if (r.prompt_logprobs_from == 0) {
+        json first = triple(0, r.input_ids[0]);
+        first[0] = nullptr;
+        meta["input_token_logprobs"].push_back(first);
+        meta["input_top_logprobs"].push_back(nullptr);
+      }
+    }
+    for (const auto& lp : o.prompt_logprobs) {
+      meta["input_token_logprobs"].push_back(triple(lp.logprob, lp.token));
+      json top = json::array();
+      for (const auto& [id, v] : lp.top) top.push_back(triple(v, id));
+      meta["input_top_logprobs"].push_back(top);
+    }
+    if (r.top_logprobs >= 0) {
       if (!meta.contains("output_token_logprobs")) meta["output_token_logprobs"] = json::array();
       if (!meta.contains("output_top_logprobs")) meta["output_top_logprobs"] = json::array();
       for (const auto& lp : o.logprobs) {

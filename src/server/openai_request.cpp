@@ -17,33 +17,43 @@ constexpr int kMaxTopLogprobs = 20;
 
 // Fields OpenAI defines that change the answer in ways strata does not do.
 void reject_unsupported(const json& body) {
-  if (get_bool(body, "echo").value_or(false))
-    throw HttpError(400, "'echo' is not supported by this server", "echo");
   if (body.contains("suffix") && !body["suffix"].is_null())
     throw HttpError(400, "'suffix' is not supported", "suffix");
 }
 
-std::vector<std::vector<int>> completion_prompts(const ServerContext& ctx, const json& body) {
+// The prompts' token ids, and their texts into `texts`: a text prompt as written, token ids
+// decoded (special tokens kept: the text is what the model read; empty without a tokenizer).
+std::vector<std::vector<int>> completion_prompts(const ServerContext& ctx, const json& body,
+                                                 std::vector<std::string>& texts) {
   if (!body.contains("prompt") || body["prompt"].is_null())
     throw HttpError(400, "'prompt' is required", "prompt");
   const json& p = body["prompt"];
-  auto encode = [&](const json& text) {
-    return encode_prompt(ctx, text.get<std::string>(), /*add_special_tokens=*/true, "prompt");
+  std::vector<std::vector<int>> prompts;
+  auto add = [&](const json& x) {
+    if (x.is_string()) {
+      texts.push_back(x.get<std::string>());
+      prompts.push_back(encode_prompt(ctx, texts.back(), /*add_special_tokens=*/true, "prompt"));
+      return;
+    }
+    prompts.push_back(to_token_ids(x, "prompt"));
+    texts.push_back(ctx.codec ? ctx.codec->decode(prompts.back(), false) : "");
   };
-  if (p.is_string()) return {encode(p)};
+  if (p.is_string()) {
+    add(p);
+    return prompts;
+  }
   if (!p.is_array() || p.empty())
     throw HttpError(400,
                     "'prompt' must be a string, a list of token ids, or a non-empty list of those",
                     "prompt");
-  if (p[0].is_number()) return {to_token_ids(p, "prompt")};
-  std::vector<std::vector<int>> prompts;
+  if (p[0].is_number()) {
+    add(p);
+    return prompts;
+  }
   for (const auto& x : p) {
-    if (x.is_string())
-      prompts.push_back(encode(x));
-    else if (x.is_array())
-      prompts.push_back(to_token_ids(x, "prompt"));
-    else
+    if (!x.is_string() && !x.is_array())
       throw HttpError(400, "'prompt' lists must hold strings or lists of token ids", "prompt");
+    add(x);
   }
   return prompts;
 }
@@ -328,6 +338,7 @@ CompletionRequest parse_completion_request(const ServerContext& ctx, const json&
     c.logprobs = true;
     top = static_cast<int>(*lp);
   }
+  c.echo = !chat && get_bool(body, "echo").value_or(false);
 
   // max_completion_tokens is OpenAI's newer name; vLLM takes it on both routes.
   const std::string max_key = body.contains("max_tokens") && !body["max_tokens"].is_null()
@@ -372,7 +383,7 @@ CompletionRequest parse_completion_request(const ServerContext& ctx, const json&
     c.reasoning_format = ctx.options.reasoning_parser;
     prompts.push_back(encode_prompt(ctx, text, /*add_special_tokens=*/false, "messages"));
   } else {
-    prompts = completion_prompts(ctx, body);
+    prompts = completion_prompts(ctx, body, c.prompt_texts);
   }
   // Formats whose markers are special tokens need them in the text (unless the client said).
   const bool markers_special =
@@ -398,6 +409,11 @@ CompletionRequest parse_completion_request(const ServerContext& ctx, const json&
       r.skip_special_tokens = skip_special_tokens;
       // Ranking candidates needs each drawn token's logprob.
       r.top_logprobs = c.best_of > c.n ? std::max(top, 0) : top;
+      // echo with logprobs: the prompt's too, from its first token (which has none).
+      if (c.echo && c.logprobs) {
+        r.prompt_logprobs_from = 0;
+        r.prompt_top_logprobs = top;
+      }
       r.grammar = grammar;
       c.choices.push_back(std::move(r));
     }

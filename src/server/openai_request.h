@@ -20,6 +20,10 @@ struct CompletionRequest {
   int best_of = 1;
   bool stream = false, include_usage = false;
   bool logprobs = false;
+  // Completions' echo: each choice's text starts with its prompt's text (prompt_texts, per
+  // prompt), and with logprobs its logprobs cover the prompt tokens too.
+  bool echo = false;
+  std::vector<std::string> prompt_texts;
   ordered_json tools;               // chat: the request's tools offered to the model (null: none)
   std::string tool_choice;          // "auto" | "none" | "required" | "function" (named)
   std::string tool_name;            // tool_choice naming a function: its name

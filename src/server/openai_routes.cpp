@@ -30,10 +30,17 @@ json bytes_of(const std::string& s) {
   return b;
 }
 
-// The logprobs of `lps` in the shape of the endpoint: completions' parallel lists or chat's
-// list of {token, logprob, bytes, top_logprobs}.
+// Completions' echo: the prompt tokens before the output's, the first unscored (OpenAI's and
+// vLLM's null: nothing predicts it).
+struct EchoedPrompt {
+  int first_token;
+  const std::vector<TokenLogprob>& scored;  // the other prompt tokens
+};
+
+// The logprobs of `lps` (after `echo`'s, when given) in the shape of the endpoint: completions'
+// parallel lists or chat's list of {token, logprob, bytes, top_logprobs}.
 json logprobs_json(const ServerContext& ctx, const std::vector<TokenLogprob>& lps, bool chat,
-                   size_t& text_offset) {
+                   size_t& text_offset, const EchoedPrompt* echo = nullptr) {
   if (chat) {
     json content = json::array();
     for (const auto& lp : lps) {
@@ -52,16 +59,24 @@ json logprobs_json(const ServerContext& ctx, const std::vector<TokenLogprob>& lp
   }
   json tokens = json::array(), values = json::array(), tops = json::array(),
        offsets = json::array();
-  for (const auto& lp : lps) {
-    const std::string name = token_name(ctx, lp.token);
+  auto add = [&](int token, const json& value, const json& top) {
+    const std::string name = token_name(ctx, token);
     tokens.push_back(name);
-    values.push_back(lp.logprob);
-    json top = json::object();
-    for (const auto& [id, v] : lp.top) top[token_name(ctx, id)] = v;
+    values.push_back(value);
     tops.push_back(top);
     offsets.push_back(text_offset);
     text_offset += ctx.codec ? name.size() : 0;
+  };
+  auto add_scored = [&](const TokenLogprob& lp) {
+    json top = json::object();
+    for (const auto& [id, v] : lp.top) top[token_name(ctx, id)] = v;
+    add(lp.token, lp.logprob, top);
+  };
+  if (echo) {
+    add(echo->first_token, nullptr, nullptr);
+    for (const auto& lp : echo->scored) add_scored(lp);
   }
+  for (const auto& lp : lps) add_scored(lp);
   return {{"tokens", tokens},
           {"token_logprobs", values},
           {"top_logprobs", tops},
@@ -89,18 +104,27 @@ json usage_json(const CompletionRequest& c, const std::vector<int>& completion,
           {"prompt_tokens_details", {{"cached_tokens", hit}}}};
 }
 
+// A call a stream has opened: its id, and how many bytes of its arguments went out.
+struct StreamedCall {
+  std::string id;
+  size_t arguments_sent = 0;
+};
+
 // Per-choice state while outputs arrive.
 struct Choice {
+  explicit Choice(TextTracker tracker) : text(std::move(tracker)) {}
   TextTracker text;
   std::string full_text;
-  std::vector<TokenLogprob> logprobs;
+  std::vector<TokenLogprob> logprobs, prompt_logprobs;
   size_t text_offset = 0;
+  bool echoed = false;  // echo: the prompt went out (streams: with the first chunk)
   std::string finish_reason;
   json matched_stop;
   int completion_tokens = 0, cached_tokens = 0;
   bool role_sent = false;
   // A reasoning or tool-call parser at work: splits reasoning and calls from the content.
   std::shared_ptr<AnswerStream> answer;
+  std::vector<StreamedCall> forced;  // a forced call's calls opened so far (streams)
 };
 
 bool forced_call(const CompletionRequest& c) {
@@ -108,35 +132,93 @@ bool forced_call(const CompletionRequest& c) {
          (c.tool_choice == "required" || c.tool_choice == "function");
 }
 
-// A forced call's answer (tool_choice required or named), from the output the grammar
-// constrained: the named tool's arguments, or the list of {"name", "parameters"}. Output that
-// does not parse (cut off by max_tokens) stays content.
-AnswerStream::Parts forced_calls(const CompletionRequest& c, const std::string& text) {
+// Where a forced call's output (tool_choice required or named; the grammar constrains it)
+// holds its calls, as far as it has arrived: the named tool's arguments are the whole output
+// (trimmed; what has arrived, trimmed, is a prefix of it), the list's calls are its
+// {"name", "parameters"} objects, delimited by the scanner the parsers use (tool_call_scan.h).
+std::vector<CallSpan> forced_call_spans(const CompletionRequest& c, const std::string& text) {
+  std::vector<CallSpan> spans;
+  constexpr const char* kSpace = " \t\r\n";
+  if (c.tool_choice == "function") {
+    const size_t a = text.find_first_not_of(kSpace);
+    if (a == std::string::npos) return spans;
+    CallSpan s;
+    s.name = c.tool_name;
+    s.args_begin = a;
+    s.args_end = text.find_last_not_of(kSpace) + 1;
+    s.args_arrived = s.args_end - a;
+    spans.push_back(s);
+    return spans;
+  }
+  size_t i = text.find('[');
+  while (i != std::string::npos) {
+    i = text.find_first_not_of(" \t\r\n,", i + 1);
+    if (i == std::string::npos || text[i] != '{') break;  // the grammar writes objects only
+    spans.push_back(scan_call_object(text, i));
+    i = spans.back().closed ? spans.back().end - 1 : std::string::npos;
+  }
+  return spans;
+}
+
+// The call deltas a forced call's output so far adds to what `streamed` went out: a call
+// opens once its name is whole, then its arguments go out as they arrive.
+std::vector<ToolCallDelta> forced_call_deltas(const CompletionRequest& c, const std::string& text,
+                                              std::vector<StreamedCall>& streamed) {
+  std::vector<ToolCallDelta> out;
+  const std::vector<CallSpan> spans = forced_call_spans(c, text);
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const CallSpan& s = spans[k];
+    if (k == streamed.size()) {
+      if (!s.name || s.name->empty()) break;
+      streamed.push_back({random_id("call_"), 0});
+      out.push_back({k, true, streamed[k].id, *s.name, ""});
+    }
+    StreamedCall& sc = streamed[k];
+    if (s.args_begin != std::string::npos && s.args_arrived > sc.arguments_sent) {
+      out.push_back(
+          {k, false, "", "",
+           text.substr(s.args_begin + sc.arguments_sent, s.args_arrived - sc.arguments_sent)});
+      sc.arguments_sent = s.args_arrived;
+    }
+  }
+  return out;
+}
+
+// A forced call's answer, from the whole constrained output: the named tool's arguments, or
+// the list of {"name", "parameters"}. Output that does not parse (cut off by max_tokens)
+// stays content. `streamed`: the calls a stream opened, which keep their ids and get only the
+// arguments' bytes not sent yet (without it each call goes out whole).
+AnswerStream::Parts forced_calls(const CompletionRequest& c, const std::string& text,
+                                 const std::vector<StreamedCall>* streamed = nullptr) {
   AnswerStream::Parts out;
   const ordered_json j = ordered_json::parse(text, nullptr, false);
   // Arguments are the model's JSON text, as the parsers give them (tool_calls.h).
-  if (c.tool_choice == "function" && j.is_object()) {
-    const size_t a = text.find_first_not_of(" \t\r\n");
-    out.calls.push_back({random_id("call_"), c.tool_name,
-                         text.substr(a, text.find_last_not_of(" \t\r\n") - a + 1)});
-  } else if (c.tool_choice == "required" && j.is_array()) {
-    // The list's objects, delimited by the scanner the parsers use, for their raw arguments.
-    size_t i = text.find('[') + 1;
-    for (const auto& item : j) {
-      if (!item.is_object()) break;  // the grammar writes objects only
-      i = text.find('{', i);
-      const CallSpan span = scan_call_object(text, i);
-      i = span.end;
-      if (span.name && span.args_begin == std::string::npos)
-        out.calls.push_back({random_id("call_"), *span.name, "{}"});
-      else if (span.name && span.args_end != std::string::npos)
-        out.calls.push_back({random_id("call_"), *span.name,
-                             text.substr(span.args_begin, span.args_end - span.args_begin)});
-      if (i == std::string::npos) break;
+  if ((c.tool_choice == "function" && j.is_object()) ||
+      (c.tool_choice == "required" && j.is_array()))
+    for (const CallSpan& s : forced_call_spans(c, text)) {
+      if (!s.name) break;
+      if (s.args_begin == std::string::npos)
+        out.calls.push_back({random_id("call_"), *s.name, "{}"});
+      else if (s.args_end != std::string::npos)
+        out.calls.push_back(
+            {random_id("call_"), *s.name, text.substr(s.args_begin, s.args_end - s.args_begin)});
     }
-  }
   if (out.calls.empty()) out.content = text;
-  out.call_deltas = whole_call_deltas(out.calls);
+  if (!streamed) {
+    out.call_deltas = whole_call_deltas(out.calls);
+    return out;
+  }
+  for (size_t k = 0; k < out.calls.size(); ++k) {
+    ToolCall& call = out.calls[k];
+    if (k >= streamed->size()) {
+      out.call_deltas.push_back({k, true, call.id, call.name, call.arguments});
+      continue;
+    }
+    call.id = (*streamed)[k].id;
+    const size_t sent = (*streamed)[k].arguments_sent;
+    if (call.arguments.size() > sent)
+      out.call_deltas.push_back({k, false, "", "", call.arguments.substr(sent)});
+  }
   return out;
 }
 
@@ -197,16 +279,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       chat ? (c->stream ? "chat.completion.chunk" : "chat.completion") : "text_completion";
   auto choices = std::make_shared<std::vector<Choice>>();
   for (const auto& r : c->choices) {
-    choices->push_back(Choice{TextTracker(ctx.codec, r.stop_strings, r.skip_special_tokens),
-                              {},
-                              {},
-                              0,
-                              {},
-                              {},
-                              0,
-                              0,
-                              false,
-                              nullptr});
+    choices->emplace_back(TextTracker(ctx.codec, r.stop_strings, r.skip_special_tokens));
     if (chat && (!c->tool_format.empty() || !c->reasoning_format.empty()))
       choices->back().answer = std::make_shared<AnswerStream>(c->reasoning_format, c->tool_format);
   }
@@ -246,8 +319,10 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
         ctx.engine, streams,
         [&](size_t k, RequestOutput& o) {
           absorb(k, o);
-          auto& lps = (*choices)[k].logprobs;
-          lps.insert(lps.end(), o.logprobs.begin(), o.logprobs.end());
+          Choice& ch = (*choices)[k];
+          ch.logprobs.insert(ch.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+          ch.prompt_logprobs.insert(ch.prompt_logprobs.end(), o.prompt_logprobs.begin(),
+                                    o.prompt_logprobs.end());
           return true;
         },
         watch.get());
@@ -256,7 +331,8 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     reply["choices"] = json::array();
     const std::vector<size_t> answered = answered_choices(*c, *choices);
     for (size_t index = 0; index < answered.size(); ++index) {
-      Choice& ch = (*choices)[answered[index]];
+      const size_t k = answered[index];
+      Choice& ch = (*choices)[k];
       json choice = {
           {"index", index}, {"finish_reason", ch.finish_reason}, {"matched_stop", ch.matched_stop}};
       if (chat && (ch.answer || forced_call(*c))) {
@@ -269,10 +345,13 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       } else if (chat)
         choice["message"] = {{"role", "assistant"}, {"content", ch.full_text}};
       else
-        choice["text"] = ch.full_text;
+        choice["text"] =
+            (c->echo ? c->prompt_texts[k / static_cast<size_t>(c->best_of)] : "") + ch.full_text;
       choice["token_ids"] = ch.text.ids();
-      choice["logprobs"] =
-          c->logprobs ? logprobs_json(ctx, ch.logprobs, chat, ch.text_offset) : json();
+      const EchoedPrompt echo{c->choices[k].input_ids[0], ch.prompt_logprobs};
+      choice["logprobs"] = c->logprobs ? logprobs_json(ctx, ch.logprobs, chat, ch.text_offset,
+                                                       c->echo ? &echo : nullptr)
+                                       : json();
       reply["choices"].push_back(choice);
     }
     reply["usage"] = usage();
@@ -304,10 +383,13 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
           json choice = {{"index", k}, {"token_ids", o.token_ids}};
           bool called = false;
           if (chat && (ch.answer || forced_call(*c))) {
-            // A forced call is read once the constrained output is whole.
+            // A forced call streams from the constrained output as it grows; once it is
+            // whole, the final parse gives the calls (and what the last text added).
             AnswerStream::Parts a;
             if (forced_call(*c)) {
-              if (o.finished) a = forced_calls(*c, ch.full_text);
+              std::vector<ToolCallDelta> grown = forced_call_deltas(*c, ch.full_text, ch.forced);
+              if (o.finished) a = forced_calls(*c, ch.full_text, &ch.forced);
+              a.call_deltas.insert(a.call_deltas.begin(), grown.begin(), grown.end());
             } else {
               a = ch.answer->feed(delta);
               if (o.finished) {
@@ -315,6 +397,9 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
                 a.reasoning += rest.reasoning;
                 a.content += rest.content;
                 a.calls = std::move(rest.calls);
+                // What the last text completed: calls read whole, the arguments' last bytes.
+                a.call_deltas.insert(a.call_deltas.end(), rest.call_deltas.begin(),
+                                     rest.call_deltas.end());
               }
             }
             delta = std::move(a.content);
@@ -337,8 +422,16 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
                 delta.empty() && o.finished ? json::object() : json{{"content", delta}};
           else
             choice["text"] = delta;
-          choice["logprobs"] =
-              c->logprobs ? logprobs_json(ctx, o.logprobs, chat, ch.text_offset) : json();
+          // echo: the prompt opens the choice's first chunk (its logprobs came with it).
+          const bool echo_now = c->echo && !ch.echoed;
+          if (echo_now) {
+            ch.echoed = true;
+            choice["text"] = c->prompt_texts[k / static_cast<size_t>(c->best_of)] + delta;
+          }
+          const EchoedPrompt echo{c->choices[k].input_ids[0], o.prompt_logprobs};
+          choice["logprobs"] = c->logprobs ? logprobs_json(ctx, o.logprobs, chat, ch.text_offset,
+                                                           echo_now ? &echo : nullptr)
+                                           : json();
           choice["finish_reason"] =
               o.finished ? json(finish_reason(ch.finish_reason, called)) : json();
           if (o.finished) choice["matched_stop"] = ch.matched_stop;

@@ -47,7 +47,9 @@ const std::map<std::string, std::string>& unsupported_fields() {
       {"guided_choice", "use regex with alternatives, e.g. \"(yes|no)\""},
       {"guided_grammar", "use ebnf (GBNF notation)"},
       {"stop_regex", "stop strings are matched literally; use 'stop'"},
-      {"prompt_logprobs", "prompt logprobs are not returned; output logprobs are ('logprobs')"},
+      {"prompt_logprobs",
+       "vLLM's prompt_logprobs is not read; prompt logprobs come with 'echo': true and "
+       "'logprobs' on /v1/completions, or with 'logprob_start_len' on /generate"},
       {"return_text_in_logprobs_list", "not supported"},
       {"audio", "audio output is not supported"},
       {"image_data", "images are not supported"},

@@ -67,7 +67,7 @@ struct CallSpan {
 CallSpan scan_call_object(const std::string& s, size_t start, size_t limit = std::string::npos);
 
 // The calls of an answer in `format` (tool_calls.h), from the first call marker on; only the
-// last may be unclosed. Empty for formats whose calls are only read whole (gpt-oss).
+// last may be unclosed. Empty for gpt-oss, whose calls AnswerStream streams from its channels.
 std::vector<CallSpan> scan_calls(const std::string& format, const std::string& text);
 
 }  // namespace strata

@@ -1,5 +1,5 @@
-// strata's server driven by the official OpenAI Node client: completions and chat
-// completions, streamed and not, stop strings, logprobs, models.retrieve, the API key,
+// strata's server driven by the official OpenAI Node client: completions (also with echo) and
+// chat completions, streamed and not, stop strings, logprobs, models.retrieve, the API key,
 // fields SDKs add, logit_bias and penalties, tools, and errors as the client's typed
 // exceptions. Run by tests/openai_client_test.cpp against `strata serve` on loopback:
 //
@@ -58,6 +58,18 @@ for await (const chunk of stream) {
 check('streamed completion', () => assert.equal(streamed, expected.completion));
 check('streamed finish', () => assert.equal(finish, 'length'));
 check('streamed usage', () => assert.equal(usage?.completion_tokens, expected.max_tokens));
+
+// echo: the prompt opens the text, and its tokens the logprobs (the first one unscored).
+const echoed = await client.completions.create({ ...greedy, prompt: expected.prompt, echo: true, logprobs: 1 });
+check('echo text', () => assert.equal(echoed.choices[0].text, expected.prompt + expected.completion));
+check('echo logprobs', () => {
+  const lp = echoed.choices[0].logprobs;
+  assert.ok(lp.tokens.length > expected.max_tokens, JSON.stringify(lp));
+  assert.equal(lp.token_logprobs.length, lp.tokens.length);
+  assert.equal(lp.token_logprobs[0], null);
+  assert.equal(lp.top_logprobs[0], null);
+  for (const v of lp.token_logprobs.slice(1)) assert.ok(typeof v === 'number' && v <= 0, String(v));
+});
 
 // Chat completions, whole and streamed.
 const chat = await client.chat.completions.create({ ...greedy, messages, logprobs: true, top_logprobs: 2 });
