@@ -285,9 +285,20 @@ std::vector<RequestOutput> Scheduler::step() {
   batch.mode = ForwardMode::Extend;
   std::vector<Req*> members;
   int budget = options_.chunked_prefill_size > 0 ? options_.chunked_prefill_size : INT_MAX;
+  // A pass that returns prompt logits computes the logits of all its rows ([tokens, vocab]
+  // f32): at most max_prompt_logits_bytes of them (by default, with a 128k vocabulary, 512
+  // tokens), so that one request asking for prompt logprobs cannot take gigabytes.
+  const int logits_tokens = static_cast<int>(std::clamp<int64_t>(
+      options_.max_prompt_logits_bytes / (4 * int64_t{vocab_size()}), 1, INT_MAX));
+  const auto cap_for = [&](const Req& r) {
+    if (r.wants_prompt_logits())
+      budget = std::min(budget, logits_tokens - static_cast<int>(batch.input_ids.size()));
+  };
   // Prefill: the next chunks of prompts already admitted, then new requests in arrival order.
   for (auto& r : running_) {
-    if (!r->prefilling() || budget <= 0) continue;
+    if (!r->prefilling()) continue;
+    cap_for(*r);
+    if (budget <= 0) continue;
     const int n = prefill_chunk(*r, budget);
     if (!reserve_pages(*r, n)) break;
     append_extend(batch, memory_, r->row, r->state_slot, r->tokens, r->cached, n);
@@ -297,6 +308,8 @@ std::vector<RequestOutput> Scheduler::step() {
   }
   const int max_running = memory_.req_to_token().max_requests();
   while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < max_running) {
+    cap_for(*waiting_.front());
+    if (budget <= 0) break;
     const int n = try_admit(*waiting_.front(), budget, batch, members);
     if (n == 0) break;
     budget -= n;

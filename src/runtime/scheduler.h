@@ -55,6 +55,9 @@ struct SchedulerOptions {
   // scheduler_draws.cpp) and computed in the next pass as an extend; needs set_retokenizer().
   bool overlap_grammar_masks = true;
   bool enable_jump_forward = false;
+  // A pass that returns prompt logits (prompt logprobs) computes the logits of all its rows:
+  // its tokens are cut so that they take at most this many bytes ([tokens, vocab] f32).
+  int64_t max_prompt_logits_bytes = int64_t{256} << 20;
 };
 
 struct ServeRequest {
@@ -146,6 +149,7 @@ class Scheduler {
  private:
   struct Req;
   int64_t available_pages() const;
+  int vocab_size() const { return runner_.config().vocab_size; }
   bool reserve_pages(const Req& r, int n);
   int try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Req*>& members);
   void retract_until_decode_fits();

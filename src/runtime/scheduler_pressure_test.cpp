@@ -229,4 +229,34 @@ TEST(SchedulerPressure, PromptLogprobsSurviveRetractionOnceEach) {
   }
 }
 
+// A pass returning prompt logits computes them for all its rows: max_prompt_logits_bytes cuts
+// its tokens (here to 5 of each prompt's 24 per pass, where the chunk size allows 64), and the
+// logprobs are those of one whole prefill.
+TEST(SchedulerPressure, PromptLogitsPassesStayUnderTheirByteBudget) {
+  ModelRunner runner(ModelConfig::load(test::fixture_dir("llama")), test::default_options(1, 4));
+  const int vocab = runner.config().vocab_size;
+  SchedulerOptions so;
+  so.chunked_prefill_size = 64;
+  so.max_prompt_logits_bytes = int64_t{5} * vocab * 4;
+  Scheduler s(runner, so);
+  const std::vector<int> prompt = test::synthetic_tokens(24, 3);
+  ServeRequest r = greedy_request(prompt, 2);
+  r.prompt_logprobs_from = 0;
+  s.validate(r);
+  s.submit(0, r);
+  std::vector<TokenLogprob> got;
+  while (s.has_work())
+    for (auto& out : s.step())
+      for (auto& lp : out.prompt_logprobs) got.push_back(std::move(lp));
+  // 24 prompt tokens, 5 a pass: 5 prefill passes, then one decode for the second token.
+  EXPECT_EQ(s.stats().forward_passes, 6);
+  const Tensor logits = test::prefill_all_logits(runner, prompt);
+  ASSERT_EQ(got.size(), prompt.size() - 1);
+  for (size_t p = 1; p < prompt.size(); ++p)
+    EXPECT_NEAR(got[p - 1].logprob,
+                token_logprob(logits.row(static_cast<int64_t>(p - 1)), vocab, prompt[p], 0).logprob,
+                1e-4)
+        << p;
+}
+
 }  // namespace strata
