@@ -1,0 +1,194 @@
+// Serving over a pipeline: `strata serve --pp-size 2 | 3` (stage processes under mpirun,
+// process 0 serving HTTP, the others following its steps) answers as one process does: the
+// greedy ids of the reference (what --pp-size 1 serves, server_test.cpp) for a dense and a
+// hybrid fixture at page sizes 1 and 16, with the requests batched together, streamed, cut
+// at stop strings, hitting the prefix cache, and aborted by a client that hangs up; a stage
+// that hangs or dies ends the server with an error naming it; bad pipeline flags and requests
+// for what the pipeline does not carry are refused.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <future>
+#include <thread>
+
+#include "pipeline_test_util.h"
+#include "server_harness.h"
+
+namespace strata::test {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+json greedy(const std::vector<int>& ids, int n, bool stream = false) {
+  return {{"input_ids", ids},
+          {"stream", stream},
+          {"sampling_params", {{"max_new_tokens", n}, {"temperature", 0}, {"ignore_eos", true}}}};
+}
+
+std::string serve_args(const std::string& fixture, int pp, int page_size) {
+  return "--model " + fixture_dir(fixture) + " --pp-size " + std::to_string(pp) +
+         " --threads 1 --pp-timeout 60 --max-running-requests 8 --context-length 256" +
+         " --page-size " + std::to_string(page_size);
+}
+
+struct Case {
+  std::string fixture;
+  int page_size;
+  friend void PrintTo(const Case& c, std::ostream* os) { *os << c.fixture << "/" << c.page_size; }
+};
+
+class PipelineServing : public testing::TestWithParam<Case> {};
+
+}  // namespace
+
+// Every reference prompt at once (continuous batching across the stages), one of them
+// streamed, then the longest again: a prefix-cache hit with the same ids.
+TEST_P(PipelineServing, ServedIdsEqualOneProcess) {
+  const Case c = GetParam();
+  const Reference ref = load_reference(c.fixture);
+  for (int pp : {2, 3}) {
+    SCOPED_TRACE("pp " + std::to_string(pp));
+    ServeProcess serve(serve_args(c.fixture, pp, c.page_size));
+    const int port = serve.port();
+    ASSERT_GT(port, 0) << serve.log();
+    std::vector<std::future<json>> answers;
+    for (const auto& prompt : ref.input_ids)
+      answers.push_back(std::async(std::launch::async, [&, prompt] {
+        return post_to(port, "/generate", greedy(prompt, 10).dump()).second;
+      }));
+    bool done = false;
+    const auto events = stream_from(port, "/generate", greedy(ref.input_ids[1], 10, true), &done);
+    for (size_t i = 0; i < answers.size(); ++i) {
+      const json a = answers[i].get();
+      ASSERT_TRUE(a.contains("output_ids")) << a.dump() << serve.log();
+      EXPECT_EQ(a["output_ids"].get<std::vector<int>>(), ref.greedy_ids[i]) << "prompt " << i;
+    }
+    EXPECT_TRUE(done);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back()["output_ids"].get<std::vector<int>>(), ref.greedy_ids[1]);
+    // The longest prompt and the first 3 tokens it drew: the prompt's KV (and on the hybrid
+    // its state snapshot, taken where its prefill ended: a whole page with pages of 16) is
+    // cached, and the rest of the ids it drew follow.
+    const size_t longest = ref.input_ids.size() - 1;
+    std::vector<int> extended = ref.input_ids[longest];
+    const std::vector<int>& drawn = ref.greedy_ids[longest];
+    extended.insert(extended.end(), drawn.begin(), drawn.begin() + 3);
+    const json again = post_to(port, "/generate", greedy(extended, 7).dump()).second;
+    EXPECT_EQ(again["output_ids"].get<std::vector<int>>(),
+              std::vector<int>(drawn.begin() + 3, drawn.end()));
+    const int prompt = static_cast<int>(ref.input_ids[longest].size());
+    EXPECT_GE(again["meta_info"]["cached_tokens"].get<int>(), prompt / c.page_size * c.page_size);
+    EXPECT_EQ(serve.stop(), 0) << serve.log();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineServing,
+                         testing::Values(Case{"llama", 1}, Case{"llama", 16}, Case{"nemotron_h", 1},
+                                         Case{"nemotron_h", 16}),
+                         [](const testing::TestParamInfo<Case>& info) {
+                           return info.param.fixture + "_page" +
+                                  std::to_string(info.param.page_size);
+                         });
+
+// Stop strings are matched on every stage (each finishes the request at the same token), a
+// client that hangs up mid-stream aborts its request everywhere (the server then still
+// answers, and holds nothing), and what the pipeline does not carry is a 400.
+TEST(PipelineServingText, StopStringsAbortsAndRefusals) {
+  const std::string tokenizer = tiny_tokenizer_dir();
+  Harness one(SchedulerOptions{}, 4096, 16, "llama", tokenizer);
+  ServeProcess serve(serve_args("llama", 2, 1) + " --tokenizer-path " + tokenizer);
+  const int port = serve.port();
+  ASSERT_GT(port, 0) << serve.log();
+  auto text_request = [](const std::string& stop) {
+    json r = {{"text", "hello world"},
+              {"sampling_params", {{"max_new_tokens", 24}, {"temperature", 0}}}};
+    if (!stop.empty()) r["sampling_params"]["stop"] = stop;
+    return r.dump();
+  };
+  const json free_run = one.post("/generate", text_request("")).second;
+  const std::string text = free_run["text"].get<std::string>();
+  ASSERT_GE(text.size(), 6u) << free_run.dump();
+  // A stop string the answer reaches: two ASCII characters after its start (whole
+  // characters, so that the request is valid UTF-8).
+  std::string stop;
+  for (size_t i = 2; stop.empty() && i + 1 < text.size(); ++i)
+    if (std::isalnum(static_cast<unsigned char>(text[i])) &&
+        std::isalnum(static_cast<unsigned char>(text[i + 1])))
+      stop = text.substr(i, 2);
+  ASSERT_FALSE(stop.empty()) << text;
+  const json expected = one.post("/generate", text_request(stop)).second;
+  EXPECT_EQ(expected["meta_info"]["finish_reason"]["type"], "stop") << expected.dump();
+  const json staged = post_to(port, "/generate", text_request(stop)).second;
+  EXPECT_EQ(staged["text"], expected["text"]) << staged.dump();
+  EXPECT_EQ(staged["output_ids"], expected["output_ids"]);
+  EXPECT_EQ(staged["meta_info"]["finish_reason"], expected["meta_info"]["finish_reason"]);
+
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/generate";
+  req.body = greedy({4, 5, 6}, 200, true).dump();
+  req.set_header("Content-Type", "application/json");
+  int chunks = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
+  httplib::Response res;
+  httplib::Error err;
+  client_of(port).send(req, res, err);
+  EXPECT_EQ(chunks, 3);
+  for (int i = 0; i < 400 && metric_of(port, "strata:num_aborted_requests_total") < 1; ++i)
+    std::this_thread::sleep_for(25ms);
+  EXPECT_EQ(metric_of(port, "strata:num_aborted_requests_total"), 1);
+  EXPECT_LT(metric_of(port, "strata:generation_tokens_total"), 200);
+  // After the abort every stage still steps alike: the same answer as one process.
+  EXPECT_EQ(post_to(port, "/generate", greedy({4, 5, 6}, 8).dump()).second["output_ids"],
+            one.post("/generate", greedy({4, 5, 6}, 8)).second["output_ids"]);
+  for (int i = 0; i < 400 && metric_of(port, "strata:num_running_reqs") > 0; ++i)
+    std::this_thread::sleep_for(25ms);
+  EXPECT_EQ(metric_of(port, "strata:num_running_reqs"), 0);
+
+  auto refused = [&](const json& body, const std::string& words) {
+    const auto [status, answer] = post_to(port, "/generate", body.dump());
+    EXPECT_EQ(status, 400) << answer.dump();
+    EXPECT_NE(answer.dump().find(words), std::string::npos) << answer.dump();
+  };
+  json logprobs = greedy({4, 5}, 2);
+  logprobs["return_logprob"] = true;
+  refused(logprobs, "--pp-size 2");
+  json regex = greedy({4, 5}, 2);
+  regex["sampling_params"]["regex"] = "[a-z]+";
+  refused(regex, "--pp-size 2");
+  EXPECT_EQ(serve.stop(), 0) << serve.log();
+}
+
+// A stage that hangs after its first pass: process 0 waits --pp-timeout for its ids, then
+// the job ends with one error naming the waiting stage and the hung process. A stage that
+// dies: mpirun ends the job, and the launcher says so.
+TEST(PipelineServingFailures, AHungOrDeadStageEndsTheServer) {
+  for (const std::string fault : {"hang:1", "exit:1"}) {
+    SCOPED_TRACE(fault);
+    setenv("STRATA_PP_FAULT", fault.c_str(), 1);
+    ServeProcess serve("--model " + fixture_dir("llama") +
+                       " --pp-size 2 --threads 1 --pp-timeout 3 --context-length 256");
+    unsetenv("STRATA_PP_FAULT");
+    const int port = serve.port();
+    ASSERT_GT(port, 0) << serve.log();
+    const auto answer = post_to(port, "/generate", greedy({4, 5, 6}, 4).dump());
+    EXPECT_NE(answer.first, 200);
+    const int status = serve.wait_exit(60);
+    EXPECT_NE(status, 0) << serve.log();
+    EXPECT_NE(status, -2) << "still running\n" << serve.log();
+    const std::string log = serve.log();
+    if (fault == "hang:1") {
+      EXPECT_NE(log.find("error: pipeline stage 0/2 (layers [0, 2)): process 0 waited 3 s for "
+                         "process 1"),
+                std::string::npos)
+          << log;
+    }
+    EXPECT_NE(log.find("error: the 2 pipeline stage processes did not all finish"),
+              std::string::npos)
+        << log;
+  }
+}
+
+}  // namespace strata::test
