@@ -125,6 +125,27 @@ TEST(PipelineServingText, StopStringsAbortsAndRefusals) {
   EXPECT_EQ(staged["output_ids"], expected["output_ids"]);
   EXPECT_EQ(staged["meta_info"]["finish_reason"], expected["meta_info"]["finish_reason"]);
 
+  // Every sampling control reaches the last stage, which draws: a seeded sample under
+  // penalties, a bias, top-k/top-p, min_tokens and stop ids is the one of one process.
+  const json sampled = {{"input_ids", {7, 8, 9, 10}},
+                        {"sampling_params",
+                         {{"max_new_tokens", 12},
+                          {"temperature", 0.9},
+                          {"seed", 11},
+                          {"top_k", 40},
+                          {"top_p", 0.95},
+                          {"min_p", 0.01},
+                          {"repetition_penalty", 1.3},
+                          {"presence_penalty", 0.4},
+                          {"frequency_penalty", 0.2},
+                          {"min_tokens", 2},
+                          {"logit_bias", {{"5", 3.5}, {"6", -100}}},
+                          {"stop_token_ids", {500}}}}};
+  const json one_sampled = one.post("/generate", sampled).second;
+  ASSERT_TRUE(one_sampled.contains("output_ids")) << one_sampled.dump();
+  EXPECT_EQ(post_to(port, "/generate", sampled.dump()).second["output_ids"],
+            one_sampled["output_ids"]);
+
   httplib::Request req;
   req.method = "POST";
   req.path = "/generate";
@@ -161,9 +182,10 @@ TEST(PipelineServingText, StopStringsAbortsAndRefusals) {
   EXPECT_EQ(serve.stop(), 0) << serve.log();
 }
 
-// A stage that hangs after its first pass: process 0 waits --pp-timeout for its ids, then
-// the job ends with one error naming the waiting stage and the hung process. A stage that
-// dies: mpirun ends the job, and the launcher says so.
+// Idle for longer than --pp-timeout, the server lives on (heartbeats). A stage that hangs
+// after its first pass: process 0 waits --pp-timeout for its ids, then the job ends with one
+// error naming the waiting stage and the hung process. A stage that dies: mpirun ends the
+// job naming the process, and the launcher says so.
 TEST(PipelineServingFailures, AHungOrDeadStageEndsTheServer) {
   for (const std::string fault : {"hang:1", "exit:1"}) {
     SCOPED_TRACE(fault);
@@ -173,6 +195,11 @@ TEST(PipelineServingFailures, AHungOrDeadStageEndsTheServer) {
     unsetenv("STRATA_PP_FAULT");
     const int port = serve.port();
     ASSERT_GT(port, 0) << serve.log();
+    if (fault == "hang:1") {
+      // Idle for longer than --pp-timeout: the heartbeats keep the follower waiting.
+      std::this_thread::sleep_for(5s);
+      ASSERT_EQ(serve.wait_exit(0), -2) << serve.log();
+    }
     const auto answer = post_to(port, "/generate", greedy({4, 5, 6}, 4).dump());
     EXPECT_NE(answer.first, 200);
     const int status = serve.wait_exit(60);
@@ -184,6 +211,9 @@ TEST(PipelineServingFailures, AHungOrDeadStageEndsTheServer) {
                          "process 1"),
                 std::string::npos)
           << log;
+    }
+    if (fault == "exit:1") {
+      EXPECT_NE(log.find("Process name: [["), std::string::npos) << log;
     }
     EXPECT_NE(log.find("error: the 2 pipeline stage processes did not all finish"),
               std::string::npos)

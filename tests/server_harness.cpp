@@ -221,15 +221,16 @@ httplib::Client ServeProcess::client() {
 }
 
 int ServeProcess::wait_exit(int seconds) {
-  for (int i = 0; pid_ > 0 && i < seconds * 50; ++i) {
+  for (int i = 0; pid_ > 0; ++i) {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     }
+    if (i >= seconds * 50) return -2;
     std::this_thread::sleep_for(20ms);
   }
-  return -2;
+  return -1;
 }
 
 int ServeProcess::stop() {
