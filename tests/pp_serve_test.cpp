@@ -4,7 +4,7 @@
 // hybrid fixture at page sizes 1 and 16, with the requests batched together, streamed, cut
 // at stop strings, hitting the prefix cache, and aborted by a client that hangs up; a stage
 // that hangs or dies ends the server with an error naming it; bad pipeline flags and requests
-// for what the pipeline does not carry are refused.
+// for what the pipeline does not carry (structured output) are refused.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -54,9 +54,13 @@ TEST_P(PipelineServing, ServedIdsEqualOneProcess) {
     const int port = serve.port();
     ASSERT_GT(port, 0) << serve.log();
     std::vector<std::future<json>> answers;
-    for (const auto& prompt : ref.input_ids)
-      answers.push_back(std::async(std::launch::async, [&, prompt] {
-        return post_to(port, "/generate", greedy(prompt, 10).dump()).second;
+    // The first asks for logprobs too: they come back from the last stage to every stage,
+    // the middle one of 3 included.
+    for (size_t i = 0; i < ref.input_ids.size(); ++i)
+      answers.push_back(std::async(std::launch::async, [&, i] {
+        json request = greedy(ref.input_ids[i], 10);
+        if (i == 0) request["return_logprob"] = true;
+        return post_to(port, "/generate", request.dump()).second;
       }));
     bool done = false;
     const auto events = stream_from(port, "/generate", greedy(ref.input_ids[1], 10, true), &done);
@@ -64,6 +68,13 @@ TEST_P(PipelineServing, ServedIdsEqualOneProcess) {
       const json a = answers[i].get();
       ASSERT_TRUE(a.contains("output_ids")) << a.dump() << serve.log();
       EXPECT_EQ(a["output_ids"].get<std::vector<int>>(), ref.greedy_ids[i]) << "prompt " << i;
+      if (i > 0) continue;
+      const json& logprobs = a["meta_info"]["output_token_logprobs"];
+      ASSERT_EQ(logprobs.size(), ref.greedy_ids[0].size()) << a.dump();
+      for (size_t t = 0; t < logprobs.size(); ++t) {
+        EXPECT_EQ(logprobs[t][1], ref.greedy_ids[0][t]) << "token " << t;
+        EXPECT_LE(logprobs[t][0].get<double>(), 0.0) << "token " << t;
+      }
     }
     EXPECT_TRUE(done);
     ASSERT_FALSE(events.empty());
@@ -94,8 +105,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineServing,
 
 // Stop strings are matched on every stage (each finishes the request at the same token), a
 // client that hangs up mid-stream aborts its request everywhere (the server then still
-// answers, and holds nothing), and what the pipeline does not carry is a 400.
-TEST(PipelineServingText, StopStringsAbortsAndRefusals) {
+// answers, and holds nothing), sampling controls and logprobs are carried, and structured
+// output, which the pipeline does not carry, is a 400.
+TEST(PipelineServingText, StopStringsSamplingLogprobsAbortsAndRefusals) {
   const std::string tokenizer = tiny_tokenizer_dir();
   Harness one(SchedulerOptions{}, 4096, 16, "llama", tokenizer);
   ServeProcess serve(serve_args("llama", 2, 1) + " --tokenizer-path " + tokenizer);
@@ -146,6 +158,29 @@ TEST(PipelineServingText, StopStringsAbortsAndRefusals) {
   EXPECT_EQ(post_to(port, "/generate", sampled.dump()).second["output_ids"],
             one_sampled["output_ids"]);
 
+  // Logprobs come back from the drawing stage: the chosen token's and the top 3, as one
+  // process computes them (the same batch of one request: within float rounding).
+  json logprobs = greedy({4, 5, 6, 7}, 6);
+  logprobs["return_logprob"] = true;
+  logprobs["top_logprobs_num"] = 3;
+  const json one_lp = one.post("/generate", logprobs).second["meta_info"];
+  const json staged_lp = post_to(port, "/generate", logprobs.dump()).second["meta_info"];
+  ASSERT_EQ(staged_lp["output_token_logprobs"].size(), 6u) << staged_lp.dump();
+  ASSERT_EQ(staged_lp["output_top_logprobs"].size(), 6u) << staged_lp.dump();
+  for (size_t t = 0; t < 6; ++t) {
+    const json& a = staged_lp["output_token_logprobs"][t];
+    const json& b = one_lp["output_token_logprobs"][t];
+    EXPECT_EQ(a[1], b[1]) << "token " << t;
+    EXPECT_NEAR(a[0].get<double>(), b[0].get<double>(), 1e-4) << "token " << t;
+    ASSERT_EQ(staged_lp["output_top_logprobs"][t].size(), 3u);
+    for (size_t k = 0; k < 3; ++k) {
+      const json& x = staged_lp["output_top_logprobs"][t][k];
+      const json& y = one_lp["output_top_logprobs"][t][k];
+      EXPECT_EQ(x[1], y[1]) << "token " << t << " top " << k;
+      EXPECT_NEAR(x[0].get<double>(), y[0].get<double>(), 1e-4) << "token " << t << " top " << k;
+    }
+  }
+
   httplib::Request req;
   req.method = "POST";
   req.path = "/generate";
@@ -173,9 +208,6 @@ TEST(PipelineServingText, StopStringsAbortsAndRefusals) {
     EXPECT_EQ(status, 400) << answer.dump();
     EXPECT_NE(answer.dump().find(words), std::string::npos) << answer.dump();
   };
-  json logprobs = greedy({4, 5}, 2);
-  logprobs["return_logprob"] = true;
-  refused(logprobs, "--pp-size 2");
   json regex = greedy({4, 5}, 2);
   regex["sampling_params"]["regex"] = "[a-z]+";
   refused(regex, "--pp-size 2");

@@ -10,8 +10,9 @@
 
 namespace strata {
 
-// The drawn ids on every stage; logprobs and raw logits rows are not carried (the scheduler
-// refuses requests that ask for them under a pipeline).
+// The draw on every stage: the ids, and the logprobs and raw logits rows the batch asks for
+// (through host memory). Grammar masks are not carried (the scheduler refuses grammars under
+// a pipeline).
 ModelRunner::SampledTokens pipelined_pass(ModelRunner& runner, Transport& transport,
                                           const ForwardBatch& batch);
 

@@ -132,8 +132,8 @@ class Scheduler {
   // Pipeline parallelism (strata serve --pp-size N): this scheduler runs on one stage and
   // every other stage runs one like it in lockstep (same submissions, aborts and steps, so
   // the same batches); each pass goes through all stages over `transport` and every stage
-  // accepts the ids the last stage drew. Requests for what the pipeline does not carry
-  // (grammars, logprobs, raw logits) are refused in validate(). Set before the first submit.
+  // accepts the ids (and logprobs, raw logits) the last stage drew. Requests with a grammar
+  // are refused in validate() (masks are not carried). Set before the first submit.
   void set_pipeline(Transport* transport) { pipeline_ = transport; }
   const ModelRunner& runner() const { return runner_; }
   // The most tokens (prompt + output) one request may hold: the context length, or the whole

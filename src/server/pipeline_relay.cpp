@@ -14,9 +14,8 @@ namespace {
 
 // The control messages: {"kind": "step" | "heartbeat" | "stop", ...the step's inputs}.
 json encode_request(uint64_t id, const ServeRequest& r) {
-  // validate() refused what a pipeline does not carry; nothing else is left out here.
-  STRATA_CHECK(!r.grammar && r.top_logprobs < 0 && !r.return_logits,
-               "request {} asks for what the pipeline does not carry", id);
+  // validate() refused grammars (not carried); nothing else is left out here.
+  STRATA_CHECK(!r.grammar, "request {} has a grammar, which the pipeline does not carry", id);
   const SamplingParams& p = r.sampling;
   json bias = json::array();
   for (const auto& [token, value] : p.logit_bias) bias.push_back({token, value});
@@ -24,6 +23,8 @@ json encode_request(uint64_t id, const ServeRequest& r) {
           {"input_ids", r.input_ids},
           {"stop_strings", r.stop_strings},
           {"skip_special_tokens", r.skip_special_tokens},
+          {"top_logprobs", r.top_logprobs},
+          {"return_logits", r.return_logits},
           {"temperature", p.temperature},
           {"top_k", p.top_k},
           {"top_p", p.top_p},
@@ -44,6 +45,8 @@ std::pair<uint64_t, ServeRequest> decode_request(const json& j) {
   j.at("input_ids").get_to(r.input_ids);
   j.at("stop_strings").get_to(r.stop_strings);
   j.at("skip_special_tokens").get_to(r.skip_special_tokens);
+  j.at("top_logprobs").get_to(r.top_logprobs);
+  j.at("return_logits").get_to(r.return_logits);
   SamplingParams& p = r.sampling;
   j.at("temperature").get_to(p.temperature);
   j.at("top_k").get_to(p.top_k);
