@@ -214,6 +214,38 @@ TEST(PipelineServingText, StopStringsSamplingLogprobsAbortsAndRefusals) {
   EXPECT_EQ(serve.stop(), 0) << serve.log();
 }
 
+// Every stage makes the same scheduling decisions under memory pressure: with a KV cache of
+// 64 tokens for 8 requests of 40 (retractions, re-admissions), chunked prefill mixed with
+// decoding and an uneven partition, every answer is the one of one roomy process.
+TEST(PipelineServingPressure, RetractionsChunksAndMixedStepsStayInLockstep) {
+  std::vector<std::vector<int>> prompts;
+  for (int k = 0; k < 8; ++k) {
+    std::vector<int> p;
+    for (int i = 0; i < 10 + k; ++i) p.push_back((k * 61 + i * 11) % 512);
+    prompts.push_back(p);
+  }
+  Harness one(SchedulerOptions{}, 4096);
+  ServeProcess serve("--model " + fixture_dir("llama") +
+                     " --pp-size 2 --pp-layer-partition 1,3 --threads 1 --pp-timeout 60"
+                     " --context-length 256 --max-total-tokens 64 --chunked-prefill-size 8"
+                     " --enable-mixed-chunk");
+  const int port = serve.port();
+  ASSERT_GT(port, 0) << serve.log();
+  std::vector<std::future<json>> answers;
+  for (const auto& prompt : prompts)
+    answers.push_back(std::async(std::launch::async, [&, prompt] {
+      return post_to(port, "/generate", greedy(prompt, 30).dump()).second;
+    }));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const json a = answers[i].get();
+    ASSERT_EQ(a["output_ids"].size(), 30u) << a.dump() << serve.log();
+    EXPECT_EQ(a["output_ids"], one.post("/generate", greedy(prompts[i], 30)).second["output_ids"])
+        << "prompt " << i;
+  }
+  EXPECT_GT(metric_of(port, "strata:num_retractions_total"), 0);
+  EXPECT_EQ(serve.stop(), 0) << serve.log();
+}
+
 // Idle for longer than --pp-timeout, the server lives on (heartbeats). A stage that hangs
 // after its first pass: process 0 waits --pp-timeout for its ids, then the job ends with one
 // error naming the waiting stage and the hung process. A stage that dies: mpirun ends the
