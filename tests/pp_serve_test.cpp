@@ -27,8 +27,8 @@ json greedy(const std::vector<int>& ids, int n, bool stream = false) {
           {"sampling_params", {{"max_new_tokens", n}, {"temperature", 0}, {"ignore_eos", true}}}};
 }
 
-std::string serve_args(const std::string& fixture, int pp, int page_size) {
-  return "--model " + fixture_dir(fixture) + " --pp-size " + std::to_string(pp) +
+std::string serve_args(const std::string& fixture, const std::string& pipeline, int page_size) {
+  return "--model " + fixture_dir(fixture) + " " + pipeline +
          " --threads 1 --pp-timeout 60 --max-running-requests 8 --context-length 256" +
          " --page-size " + std::to_string(page_size);
 }
@@ -36,6 +36,7 @@ std::string serve_args(const std::string& fixture, int pp, int page_size) {
 struct Case {
   std::string fixture;
   int page_size;
+  std::vector<std::string> pipelines;
   friend void PrintTo(const Case& c, std::ostream* os) { *os << c.fixture << "/" << c.page_size; }
 };
 
@@ -48,9 +49,9 @@ class PipelineServing : public testing::TestWithParam<Case> {};
 TEST_P(PipelineServing, ServedIdsEqualOneProcess) {
   const Case c = GetParam();
   const Reference ref = load_reference(c.fixture);
-  for (int pp : {2, 3}) {
-    SCOPED_TRACE("pp " + std::to_string(pp));
-    ServeProcess serve(serve_args(c.fixture, pp, c.page_size));
+  for (const std::string& pipeline : c.pipelines) {
+    SCOPED_TRACE(pipeline);
+    ServeProcess serve(serve_args(c.fixture, pipeline, c.page_size));
     const int port = serve.port();
     ASSERT_GT(port, 0) << serve.log();
     std::vector<std::future<json>> answers;
@@ -95,9 +96,15 @@ TEST_P(PipelineServing, ServedIdsEqualOneProcess) {
   }
 }
 
+// NemotronH's 8 layers (M - M * - M * -): at PP 3 the first stage [M -] holds no attention
+// layer (token memory without a KV pool); the partition 6,2 leaves the last stage [* -]
+// without a Mamba2 layer (a state pool of slots without layers).
+const std::vector<std::string> kDense = {"--pp-size 2", "--pp-size 3"};
+const std::vector<std::string> kHybrid = {"--pp-size 2", "--pp-size 3", "--pp-layer-partition 6,2"};
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineServing,
-                         testing::Values(Case{"llama", 1}, Case{"llama", 16}, Case{"nemotron_h", 1},
-                                         Case{"nemotron_h", 16}),
+                         testing::Values(Case{"llama", 1, kDense}, Case{"llama", 16, kDense},
+                                         Case{"nemotron_h", 1, kHybrid},
+                                         Case{"nemotron_h", 16, kHybrid}),
                          [](const testing::TestParamInfo<Case>& info) {
                            return info.param.fixture + "_page" +
                                   std::to_string(info.param.page_size);
@@ -110,7 +117,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineServing,
 TEST(PipelineServingText, StopStringsSamplingLogprobsAbortsAndRefusals) {
   const std::string tokenizer = tiny_tokenizer_dir();
   Harness one(SchedulerOptions{}, 4096, 16, "llama", tokenizer);
-  ServeProcess serve(serve_args("llama", 2, 1) + " --tokenizer-path " + tokenizer);
+  ServeProcess serve(serve_args("llama", "--pp-size 2", 1) + " --tokenizer-path " + tokenizer);
   const int port = serve.port();
   ASSERT_GT(port, 0) << serve.log();
   auto text_request = [](const std::string& stop) {
