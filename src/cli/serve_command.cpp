@@ -248,8 +248,6 @@ void check_stages_agree(StageContext& stage) {
 int serve_http(const ServeFlags& f, const ServerOptions& so, const SchedulerOptions& sched,
                const TokenizerCodec* codec, ModelRunner& runner, Transport* pipeline,
                StepRelay* relay) {
-  // A taken port or a foreign address is reported now, not after the weights load.
-  HttpServer::check_can_listen(so.host, so.port);
   ServerMetrics metrics;
   const std::unique_ptr<Scheduler> scheduler = make_scheduler(runner, sched, codec, pipeline);
   // Beyond the running and queued requests allowed, clients get a 503 with Retry-After.
@@ -412,6 +410,7 @@ int run(const ServeFlags& f) {
     // line as one process per stage under mpirun; each of those joins the job as its stage.
     if (!inside_mpi_job()) {
       validate_pipeline_job(config, options, pipeline, {});
+      // A taken port or a foreign address is reported now, not after the stages load.
       HttpServer::check_can_listen(so.host, so.port);
       return relaunch_under_mpirun(pipeline.pp_size, SIGUSR1);
     }

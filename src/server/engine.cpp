@@ -210,7 +210,7 @@ void Engine::loop() {
       std::lock_guard lk(mu_);
       // Flush requests that raced the shutdown (nothing runs: the other stages, stopped next,
       // need not follow).
-      answer_flushes(flushes_, scheduler_.flush_cache());
+      if (!flushes_.empty()) answer_flushes(flushes_, scheduler_.flush_cache());
       for (auto& [request, stream] : inbox_) {
         RequestOutput o;
         o.id = stream->id();
