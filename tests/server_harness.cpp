@@ -79,20 +79,28 @@ Harness::~Harness() {
   thread_.join();
 }
 
-httplib::Client Harness::client() const {
-  httplib::Client c("127.0.0.1", port_);
+httplib::Client client_of(int port) {
+  httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(60, 0);
   return c;
 }
 
-std::pair<int, json> Harness::post(const std::string& path, const std::string& body) const {
-  auto res = client().Post(path.c_str(), body, "application/json");
+httplib::Client Harness::client() const {
+  return client_of(port_);
+}
+
+std::pair<int, json> post_to(int port, const std::string& path, const std::string& body) {
+  auto res = client_of(port).Post(path.c_str(), body, "application/json");
   if (!res) return {-1, json()};
   return {res->status, json::parse(res->body, nullptr, false)};
 }
 
-std::vector<json> Harness::stream(const std::string& path, const json& body, bool* done,
-                                  const std::function<void(const json&)>& on_event) const {
+std::pair<int, json> Harness::post(const std::string& path, const std::string& body) const {
+  return post_to(port_, path, body);
+}
+
+std::vector<json> stream_from(int port, const std::string& path, const json& body, bool* done,
+                              const std::function<void(const json&)>& on_event) {
   std::vector<json> events;
   std::string buffer;
   *done = false;
@@ -118,13 +126,18 @@ std::vector<json> Harness::stream(const std::string& path, const json& body, boo
   };
   httplib::Response res;
   httplib::Error err;
-  EXPECT_TRUE(client().send(req, res, err)) << httplib::to_string(err);
+  EXPECT_TRUE(client_of(port).send(req, res, err)) << httplib::to_string(err);
   EXPECT_EQ(res.status, 200);
   return events;
 }
 
-double Harness::metric(const std::string& name) const {
-  auto res = client().Get("/metrics");
+std::vector<json> Harness::stream(const std::string& path, const json& body, bool* done,
+                                  const std::function<void(const json&)>& on_event) const {
+  return stream_from(port_, path, body, done, on_event);
+}
+
+double metric_of(int port, const std::string& name) {
+  auto res = client_of(port).Get("/metrics");
   EXPECT_TRUE(res && res->status == 200);
   for (size_t pos = 0; res && pos < res->body.size();) {
     const size_t end = res->body.find('\n', pos);
@@ -137,6 +150,10 @@ double Harness::metric(const std::string& name) const {
   }
   ADD_FAILURE() << "no metric " << name;
   return -1;
+}
+
+double Harness::metric(const std::string& name) const {
+  return metric_of(port_, name);
 }
 
 void Harness::expect_pools_empty() const {
@@ -200,9 +217,20 @@ int ServeProcess::port() {
 }
 
 httplib::Client ServeProcess::client() {
-  httplib::Client c("127.0.0.1", port());
-  c.set_read_timeout(60, 0);
-  return c;
+  return client_of(port());
+}
+
+int ServeProcess::wait_exit(int seconds) {
+  for (int i = 0; pid_ > 0; ++i) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    if (i >= seconds * 50) return -2;
+    std::this_thread::sleep_for(20ms);
+  }
+  return -1;
 }
 
 int ServeProcess::stop() {

@@ -28,6 +28,18 @@ json generate_text(const std::string& fixture, const std::string& flag, const st
 // The runner options of the first constructor (1 thread, the KV size and running requests).
 RunnerOptions harness_runner_options(int64_t max_total_tokens, int max_running);
 
+// A client of the server on loopback `port` that waits as long as a loaded machine needs
+// (httplib's default read timeout, 5 s, is short for one).
+httplib::Client client_of(int port);
+// POST with a JSON body; returns status and parsed body (null when not JSON).
+std::pair<int, json> post_to(int port, const std::string& path, const std::string& body);
+// A streamed POST: the JSON payload of every `data:` event, and whether [DONE] came last.
+// `on_event`, when given, sees each event as it arrives (on the receiving thread).
+std::vector<json> stream_from(int port, const std::string& path, const json& body, bool* done,
+                              const std::function<void(const json&)>& on_event = {});
+// A /metrics value.
+double metric_of(int port, const std::string& name);
+
 class Harness {
  public:
   // `tokenizer`: a directory with tokenizer.json, loaded as `strata serve --tokenizer-path`
@@ -85,6 +97,9 @@ class ServeProcess {
   httplib::Client client();
   // SIGTERM, then the exit status (-1: killed by a signal or not started).
   int stop();
+  // Waits up to `seconds` for the process to end by itself: its exit status (-1: killed by a
+  // signal or not started), -2 if it still runs.
+  int wait_exit(int seconds);
 
  private:
   pid_t pid_ = -1;

@@ -110,11 +110,6 @@ PipelineSetup ModelFlags::pipeline_setup() const {
   return setup;
 }
 
-bool pipeline_flags_given(const ModelFlags& flags) {
-  return (flags.pp_size_option && flags.pp_size_option->count() > 0) ||
-         !flags.pp_layer_partition.empty();
-}
-
 int run_command(const std::function<int()>& body) {
   try {
     return body();

@@ -45,9 +45,6 @@ struct ModelFlags {
   PipelineSetup pipeline_setup() const;
 };
 
-// The pipeline flags given at all (serve has no pipeline serving yet and refuses them).
-bool pipeline_flags_given(const ModelFlags& flags);
-
 // Runs `body`, turning strata errors into one message on stderr and exit code 1.
 int run_command(const std::function<int()>& body);
 

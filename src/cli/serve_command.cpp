@@ -2,11 +2,15 @@
 // Flags are named as SGLang's launch_server names them. The whole configuration is checked,
 // and the port bound, before weights load; SIGTERM or SIGINT aborts in-flight requests
 // (each client gets its answer with finish_reason "abort") and exits cleanly.
+// With --pp-size N it re-runs itself under mpirun as generate does (dist/launch.h): process 0
+// serves HTTP and the other stages follow its steps (server/pipeline_relay.h,
+// docs/pipeline_parallel.md).
 #include <fmt/ranges.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -14,11 +18,15 @@
 #include "cli/common_flags.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/launch.h"
+#include "dist/mpi_transport.h"
+#include "dist/partition.h"
 #include "grammar/grammar_compiler.h"
 #include "runtime/capabilities.h"
 #include "runtime/eos_tokens.h"
 #include "runtime/scheduler.h"
 #include "server/http_server.h"
+#include "server/pipeline_relay.h"
 #include "server/reasoning.h"
 #include "server/tokenizer_codec.h"
 #include "server/tool_calls.h"
@@ -145,11 +153,6 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
         "--grammar-backend must be one of xgrammar, outlines, llguidance (each runs strata's "
         "grammar engine) or none; got '{}'",
         f.grammar_backend));
-  if (pipeline_flags_given(f.model))
-    problems.push_back(
-        "--pp-size / --pp-layer-partition: strata serve runs the model as one stage (serving "
-        "over a pipeline is not built yet); leave them out, or use strata generate for "
-        "pipelined runs");
   if (f.sampling_defaults != "model" && f.sampling_defaults != "openai")
     problems.push_back(fmt::format(
         "--sampling-defaults must be model (generation_config.json's) or openai; got '{}'",
@@ -162,7 +165,8 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
   return problems;
 }
 
-// Set by SIGTERM/SIGINT. A handler, not a blocked-signal wait: BLAS and OpenMP start threads
+// Set by SIGTERM/SIGINT (and SIGUSR1, what a pipeline's launcher turns its SIGTERM into,
+// dist/launch.h). A handler, not a blocked-signal wait: BLAS and OpenMP start threads
 // before main() whose signal masks we do not control, and any of them may receive the signal.
 volatile std::sig_atomic_t g_stop_requested = 0;
 extern "C" void request_stop(int) {
@@ -203,12 +207,99 @@ std::unique_ptr<TokenizerCodec> load_tokenizer(const ServeFlags& f, const ModelC
   return codec;
 }
 
+// The scheduler of one stage (every stage of a pipeline makes its own the same way).
+std::unique_ptr<Scheduler> make_scheduler(ModelRunner& runner, const SchedulerOptions& sched,
+                                          const TokenizerCodec* codec, Transport* pipeline) {
+  auto scheduler = std::make_unique<Scheduler>(runner, sched);
+  if (codec) {
+    scheduler->set_detokenizer([codec](bool skip) { return codec->stream(skip); });
+    scheduler->set_retokenizer(
+        [codec](const std::string& text) { return codec->encode(text, false); });
+  }
+  scheduler->set_pipeline(pipeline);
+  return scheduler;
+}
+
+// The stages' schedulers build the same batches only over the same slots: KV pages and
+// recurrent-state slots (on a GPU each stage sizes its KV cache from its own free memory).
+void check_stages_agree(StageContext& stage) {
+  ModelRunner& runner = stage.runner;
+  const int64_t mine[2] = {runner.memory().allocator().usable_pages(),
+                           runner.state_pool() ? runner.state_pool()->num_slots() : 0};
+  std::vector<char> bytes(sizeof(mine));
+  std::memcpy(bytes.data(), mine, sizeof(mine));
+  stage.control.broadcast(0, bytes);
+  int64_t first[2];
+  std::memcpy(first, bytes.data(), sizeof(first));
+  if (first[0] != mine[0] || first[1] != mine[1])
+    fail(
+        "this stage has {} KV pages and {} recurrent-state slots, stage 0 has {} and {}; every "
+        "stage must hold the same slots: give --max-total-tokens (and --max-mamba-cache-size)",
+        mine[0], mine[1], first[0], first[1]);
+}
+
+// The HTTP server over `runner` until SIGTERM/SIGINT. `pipeline`/`relay`: process 0 of a
+// pipeline (the other stages follow its steps).
+int serve_http(const ServeFlags& f, const ServerOptions& so, const SchedulerOptions& sched,
+               const TokenizerCodec* codec, ModelRunner& runner, Transport* pipeline,
+               StepRelay* relay) {
+  ServerMetrics metrics;
+  const std::unique_ptr<Scheduler> scheduler = make_scheduler(runner, sched, codec, pipeline);
+  // Beyond the running and queued requests allowed, clients get a 503 with Retry-After.
+  const size_t max_in_flight = f.max_queued_requests < 0
+                                   ? 0
+                                   : static_cast<size_t>(f.max_running_requests) +
+                                         static_cast<size_t>(f.max_queued_requests);
+  auto engine = std::make_unique<Engine>(*scheduler, metrics, max_in_flight, relay);
+  ServerContext ctx{*engine, metrics, codec, so};
+  if (pipeline) {
+    // Masks would be needed where the last stage draws, from grammar state kept on process 0.
+    ctx.grammar_unavailable = fmt::format(
+        "the server was started with --pp-size {}, and structured output is not carried "
+        "through a pipeline yet",
+        pipeline->size());
+  } else if (f.grammar_backend == "none") {
+    ctx.grammar_unavailable = "the server was started with --grammar-backend none";
+  } else if (!codec) {
+    ctx.grammar_unavailable = "the server has no tokenizer (start it with --tokenizer-path DIR)";
+  } else {
+    ctx.grammars = std::make_shared<grammar::GrammarCompiler>(
+        grammar::TokenVocabulary::from_tokenizer(codec->tokenizer()));
+  }
+  HttpServer http(std::move(ctx));
+  const int port = http.bind();
+  engine->start();
+
+  std::atomic<bool> done{false};
+  std::thread signals([&] {
+    while (!done && !g_stop_requested) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!g_stop_requested) return;
+    std::fprintf(stderr, "strata serve: stopping; aborting in-flight requests\n");
+    engine->shutdown();
+    while (!done) {  // repeated: a stop() that comes before listening starts is lost
+      http.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::fprintf(stderr, "strata serve: listening on http://%s:%d (model %s)\n", f.host.c_str(), port,
+               so.served_model_name.c_str());
+  std::fflush(stderr);
+  http.serve();
+  done = true;
+  signals.join();
+  engine->shutdown();
+  std::fprintf(stderr, "strata serve: stopped\n");
+  return 0;
+}
+
 int run(const ServeFlags& f) {
   struct sigaction action {};
   action.sa_handler = request_stop;
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+  // A pipeline's launcher hands its SIGTERM to the stages as SIGUSR1 (dist/launch.h).
+  sigaction(SIGUSR1, &action, nullptr);
 
   const ModelConfig config = ModelConfig::load(f.model.model);
   auto problems = serve_problems(f);
@@ -227,6 +318,23 @@ int run(const ServeFlags& f) {
     for (auto& p : options.problems(config)) problems.push_back(std::move(p));
   } catch (const Error& e) {
     problems.push_back(e.what());
+  }
+  PipelineSetup pipeline;
+  try {
+    pipeline = f.model.pipeline_setup();
+  } catch (const Error& e) {
+    problems.push_back(e.what());
+  }
+  if (pipeline.pp_size > 1) {
+    // Untested on GPUs so far: refused rather than served wrong.
+    if (f.model.device != "cpu")
+      problems.push_back(fmt::format(
+          "--pp-size {} with --device {}: strata serve pipelines on cpu only so far; use "
+          "--device cpu, or serve on one GPU without --pp-size",
+          pipeline.pp_size, f.model.device));
+    // Every stage's scheduler must see the same slot spaces, and a stage without sliding
+    // layers would have no window space: the sliding layers keep every position.
+    options.hybrid_swa_memory = false;
   }
   if (problems.size() == 1) fail("{}", problems.front());
   if (!problems.empty()) fail("invalid configuration:\n  - {}", fmt::join(problems, "\n  - "));
@@ -292,9 +400,36 @@ int run(const ServeFlags& f) {
           : std::filesystem::path(f.model.model).lexically_normal().filename().string();
   if (so.served_model_name.empty()) so.served_model_name = f.model.model;
 
+  if (pipeline.pp_size > 1) {
+    // The launcher checks what it can (the partition, the port), then re-runs this command
+    // line as one process per stage under mpirun; each of those joins the job as its stage.
+    if (!inside_mpi_job()) {
+      validate_pipeline_job(config, options, pipeline, {});
+      // A taken port or a foreign address is reported now, not after the stages load.
+      HttpServer::check_can_listen(so.host, so.port);
+      return relaunch_under_mpirun(pipeline.pp_size, SIGUSR1);
+    }
+    // The engine thread calls MPI, not the main thread: SERIALIZED.
+    run_stage_process(config, options, pipeline, true, [&](StageContext& stage) {
+      check_stages_agree(stage);
+      if (stage.plan.is_first) {
+        StepRelay relay(stage.control, stage.where);
+        serve_http(f, so, sched, codec.get(), stage.runner, &stage.transport, &relay);
+        return;
+      }
+      // Process 0 handles the signals and tells this one to stop.
+      signal(SIGTERM, SIG_IGN);
+      signal(SIGINT, SIG_IGN);
+      signal(SIGUSR1, SIG_IGN);
+      const auto scheduler = make_scheduler(stage.runner, sched, codec.get(), &stage.transport);
+      run_follower(*scheduler, stage.control);
+    });
+    return 0;
+  }
+  if (!pipeline.layers_per_stage.empty())
+    partition_layers(config.num_layers, 1, pipeline.layers_per_stage);
   // A taken port or a foreign address is reported now, not after the weights load.
   HttpServer::check_can_listen(so.host, so.port);
-  ServerMetrics metrics;
   log::info("loading {} ({}, {} layers, vocab {}) on {}{}", f.model.model, config.architecture,
             config.num_layers, config.vocab_size, f.model.device,
             f.model.load_format == "dummy" ? ", dummy weights" : "");
@@ -303,51 +438,7 @@ int run(const ServeFlags& f) {
   log::info("ready in {:.1f} s",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
   for (const std::string& line : runner.startup_report(1)) log::info("{}", line);
-  Scheduler scheduler(runner, sched);
-  if (codec) {
-    scheduler.set_detokenizer([&codec](bool skip) { return codec->stream(skip); });
-    scheduler.set_retokenizer(
-        [&codec](const std::string& text) { return codec->encode(text, false); });
-  }
-  // Beyond the running and queued requests allowed, clients get a 503 with Retry-After.
-  const size_t max_in_flight = f.max_queued_requests < 0
-                                   ? 0
-                                   : static_cast<size_t>(f.max_running_requests) +
-                                         static_cast<size_t>(f.max_queued_requests);
-  auto engine = std::make_unique<Engine>(scheduler, metrics, max_in_flight);
-  ServerContext ctx{*engine, metrics, codec.get(), so};
-  if (f.grammar_backend == "none") {
-    ctx.grammar_unavailable = "the server was started with --grammar-backend none";
-  } else if (!codec) {
-    ctx.grammar_unavailable = "the server has no tokenizer (start it with --tokenizer-path DIR)";
-  } else {
-    ctx.grammars = std::make_shared<grammar::GrammarCompiler>(
-        grammar::TokenVocabulary::from_tokenizer(codec->tokenizer()));
-  }
-  HttpServer http(std::move(ctx));
-  const int port = http.bind();
-  engine->start();
-
-  std::atomic<bool> done{false};
-  std::thread signals([&] {
-    while (!done && !g_stop_requested) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!g_stop_requested) return;
-    std::fprintf(stderr, "strata serve: stopping; aborting in-flight requests\n");
-    engine->shutdown();
-    while (!done) {  // repeated: a stop() that comes before listening starts is lost
-      http.stop();
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  });
-  std::fprintf(stderr, "strata serve: listening on http://%s:%d (model %s)\n", f.host.c_str(), port,
-               so.served_model_name.c_str());
-  std::fflush(stderr);
-  http.serve();
-  done = true;
-  signals.join();
-  engine->shutdown();
-  std::fprintf(stderr, "strata serve: stopped\n");
-  return 0;
+  return serve_http(f, so, sched, codec.get(), runner, nullptr, nullptr);
 }
 
 }  // namespace

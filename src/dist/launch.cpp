@@ -37,6 +37,13 @@ std::vector<std::string> own_command_line() {
   return args;
 }
 
+// mpirun and the signal a SIGTERM is handed on as, for the handler below.
+volatile pid_t g_mpirun = -1;
+volatile int g_stop_signal = SIGTERM;
+extern "C" void forward_sigterm(int) {
+  if (g_mpirun > 0) kill(g_mpirun, g_stop_signal);
+}
+
 std::string own_executable() {
   std::vector<char> path(4096);
   const ssize_t n = readlink("/proc/self/exe", path.data(), path.size() - 1);
@@ -54,7 +61,7 @@ bool inside_mpi_job() {
   return false;
 }
 
-int relaunch_under_mpirun(int np) {
+int relaunch_under_mpirun(int np, int stop_signal) {
   const char* mpirun_env = std::getenv("STRATA_MPIRUN");
   const std::string mpirun = mpirun_env && *mpirun_env ? mpirun_env : "mpirun";
   std::vector<std::string> args = {mpirun, "-np", std::to_string(np),
@@ -92,12 +99,23 @@ int relaunch_under_mpirun(int np) {
                  mpirun.c_str(), std::strerror(errno));
     std::_Exit(127);
   }
-  // Ctrl-C reaches mpirun too (same process group); wait for it to end the stages.
+  // Ctrl-C reaches mpirun too (same process group); wait for it to end the stages. SIGTERM
+  // goes to this process alone: it is handed on as `stop_signal`, and this one waits, so that
+  // the exit status is mpirun's.
+  g_mpirun = child;
+  g_stop_signal = stop_signal;
+  struct sigaction forward {};
+  forward.sa_handler = forward_sigterm;
+  sigemptyset(&forward.sa_mask);
+  struct sigaction previous_term {};
+  sigaction(SIGTERM, &forward, &previous_term);
   signal(SIGINT, SIG_IGN);
   int status = 0;
   while (waitpid(child, &status, 0) < 0)
     if (errno != EINTR) fail("waiting for mpirun failed: {}", std::strerror(errno));
   signal(SIGINT, SIG_DFL);
+  sigaction(SIGTERM, &previous_term, nullptr);
+  g_mpirun = -1;
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     if (code != 0 && code != 127)

@@ -8,6 +8,7 @@
 // that starts its own runtime daemon, which is fragile inside containers and behaves
 // differently per MPI build; mpirun is the launcher every MPI installation tests, it ends
 // every process when one fails or calls MPI_Abort, and the same command works across hosts.
+#include <csignal>
 #include <string>
 
 namespace strata {
@@ -18,6 +19,10 @@ bool inside_mpi_job();
 // Runs this process's own command line (/proc/self/cmdline) as `np` processes under mpirun on
 // this machine, waits, and returns the exit status to use (non-zero when any process failed).
 // $STRATA_MPIRUN overrides the mpirun executable; $STRATA_MPIRUN_ARGS adds arguments.
-int relaunch_under_mpirun(int np);
+// A SIGTERM to this process goes to mpirun as `stop_signal`: SIGTERM makes mpirun end every
+// process (SIGTERM, then SIGKILL after a few seconds) and exit non-zero; SIGUSR1 it hands to
+// every process and lets the job end by itself (a server's process 0 then stops serving and
+// tells the other stages: server/pipeline_relay.h), exiting with the job's status.
+int relaunch_under_mpirun(int np, int stop_signal = SIGTERM);
 
 }  // namespace strata

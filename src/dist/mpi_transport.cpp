@@ -19,6 +19,7 @@ namespace {
 // One tag per kind of message, so a tensor is never matched by a receive for ids.
 constexpr int kTagTensor = 1;
 constexpr int kTagIds = 2;
+constexpr int kTagControl = 3;
 
 using Clock = std::chrono::steady_clock;
 
@@ -56,15 +57,24 @@ struct MpiTransport::Posted {
   MPI_Request request = MPI_REQUEST_NULL;
   int peer = -1;
   std::vector<int32_t> ids;
+  std::string bytes;  // a control message (ids empty)
 };
 
-MpiTransport::MpiTransport(double timeout_seconds) : timeout_s_(timeout_seconds) {
+MpiTransport::MpiTransport(double timeout_seconds, bool serialized) : timeout_s_(timeout_seconds) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   STRATA_CHECK(!initialized, "MPI initialized twice");
   int provided = 0;
-  // FUNNELED: only the main thread calls MPI; OpenMP threads only compute.
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  // FUNNELED: only the main thread calls MPI; OpenMP threads only compute. A server's engine
+  // thread is not the main thread: SERIALIZED lets it call MPI (never two threads at once).
+  const int wanted = serialized ? MPI_THREAD_SERIALIZED : MPI_THREAD_FUNNELED;
+  MPI_Init_thread(nullptr, nullptr, wanted, &provided);
+  if (provided < wanted)
+    fail(
+        "this MPI library gives thread support level {} but the pipeline needs {} "
+        "(MPI_THREAD_SERIALIZED: the server's engine thread calls MPI); use an OpenMPI built "
+        "with thread support",
+        provided, wanted);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   MPI_Comm local;
@@ -184,6 +194,22 @@ std::vector<int32_t> MpiTransport::recv_ids(int peer, int count) {
   return ids;
 }
 
+void MpiTransport::post_message(int peer, std::string bytes) {
+  reap_posted();
+  STRATA_CHECK(bytes.size() < (size_t{1} << 31), "control message of {} bytes", bytes.size());
+  auto posted = std::make_unique<Posted>();
+  posted->peer = peer;
+  posted->bytes = std::move(bytes);
+  MPI_Isend(posted->bytes.data(), static_cast<int>(posted->bytes.size()), MPI_BYTE, peer,
+            kTagControl, MPI_COMM_WORLD, &posted->request);
+  posted_.push_back(std::move(posted));
+}
+
+std::string MpiTransport::recv_message(int peer, const char* what) {
+  const std::vector<char> buffer = receive_bytes(peer, kTagControl, what);
+  return std::string(buffer.begin(), buffer.end());
+}
+
 // Frees the posted messages that have been delivered (in order; a later one may wait).
 void MpiTransport::reap_posted() {
   while (!posted_.empty()) {
@@ -210,7 +236,8 @@ void MpiTransport::broadcast(int root, std::vector<char>& bytes) {
 
 void MpiTransport::flush() {
   while (!posted_.empty()) {
-    wait(&posted_.front()->request, posted_.front()->peer, "delivering token ids");
+    wait(&posted_.front()->request, posted_.front()->peer,
+         "delivering posted token ids or messages");
     posted_.pop_front();
   }
 }

@@ -13,8 +13,11 @@ namespace strata {
 
 class MpiTransport : public Transport {
  public:
-  // Joins the MPI job (MPI_Init_thread). One per process.
-  explicit MpiTransport(double timeout_seconds);
+  // Joins the MPI job (MPI_Init_thread). One per process. `serialized`: threads other than
+  // the one that made it call MPI too, one at a time (the server's engine thread, while the
+  // main thread serves HTTP): MPI_THREAD_SERIALIZED, else FUNNELED. Destroy it on the thread
+  // that made it (MPI_Finalize belongs to the thread that initialized MPI).
+  explicit MpiTransport(double timeout_seconds, bool serialized = false);
   ~MpiTransport() override;  // delivers what is posted, then MPI_Finalize
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
@@ -33,6 +36,11 @@ class MpiTransport : public Transport {
   void recv_tensor(int peer, const TensorRef& tensor) override;
   void post_ids(int peer, std::vector<int32_t> ids) override;
   std::vector<int32_t> recv_ids(int peer, int count) override;
+  // Control messages (the serving pipeline's step inputs, heartbeats, stop): `bytes` is
+  // queued for `peer` and this returns at once; recv_message waits (bounded by the timeout)
+  // for the next one from `peer`. `what` names the wait in a timeout's error.
+  void post_message(int peer, std::string bytes);
+  std::string recv_message(int peer, const char* what);
   // Every process gets root's `bytes` (the same count on every process). Bootstraps other
   // transports: NCCL's unique ids travel this way.
   void broadcast(int root, std::vector<char>& bytes);

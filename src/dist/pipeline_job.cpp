@@ -38,10 +38,9 @@ void validate_pipeline_job(const ModelConfig& config, const RunnerOptions& optio
   validate_requests(config, options.resolved_max_context_len(config), requests);
 }
 
-void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
-                        const PipelineSetup& setup, const std::vector<GenerateRequest>& requests,
-                        const GenerateOptions& generate_options, const StageReport& report) {
-  MpiTransport control(setup.timeout_s);
+void run_stage_process(const ModelConfig& config, RunnerOptions options, const PipelineSetup& setup,
+                       bool serialized, const StageBody& body) {
+  MpiTransport control(setup.timeout_s, serialized);
   const int rank = control.rank(), size = control.size();
   std::string where = fmt::format("pipeline stage {}/{}", rank, size);
   // CPU stages hand tensors over through MPI; GPU stages through NCCL, with MPI under it.
@@ -88,10 +87,8 @@ void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
     }
 #endif
     transport->barrier();  // every stage built: from here on, waits are for real work
-    GenerateStats stats;
-    const auto outputs =
-        generate_pipelined(*runner, *transport, requests, generate_options, &stats);
-    report(rank, plan.is_last, outputs, stats);
+    StageContext context{*runner, *transport, control, plan, where};
+    body(context);
     std::fflush(stdout);
     transport->flush();
     transport->barrier();  // nobody leaves while another stage may still need it
@@ -105,6 +102,17 @@ void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
     std::fprintf(stderr, "error: %s: %s\n", where.c_str(), e.what());
     (device_transport ? device_transport.get() : transport)->abort(1);
   }
+}
+
+void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
+                        const PipelineSetup& setup, const std::vector<GenerateRequest>& requests,
+                        const GenerateOptions& generate_options, const StageReport& report) {
+  run_stage_process(config, std::move(options), setup, false, [&](StageContext& stage) {
+    GenerateStats stats;
+    const auto outputs =
+        generate_pipelined(stage.runner, stage.transport, requests, generate_options, &stats);
+    report(stage.transport.rank(), stage.plan.is_last, outputs, stats);
+  });
 }
 
 }  // namespace strata

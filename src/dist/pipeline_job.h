@@ -8,7 +8,12 @@
 #include <functional>
 #include <vector>
 
+#include "dist/transport.h"
 #include "runtime/generator.h"
+
+namespace strata {
+class MpiTransport;
+}
 
 namespace strata {
 
@@ -29,7 +34,27 @@ void validate_pipeline_job(const ModelConfig& config, const RunnerOptions& optio
 using StageReport = std::function<void(int stage, bool is_last, const std::vector<GenerateOutput>&,
                                        const GenerateStats&)>;
 
-// Runs this process's stage and calls `report` on it.
+// What a stage process does once its runner is built and every stage reached the start
+// barrier: `transport` hands tensors and ids over (MPI, or NCCL on GPUs), `control` is the
+// MPI job itself (control messages), `where` names the stage for error lines.
+struct StageContext {
+  ModelRunner& runner;
+  Transport& transport;
+  MpiTransport& control;
+  const StagePlan& plan;
+  const std::string& where;
+};
+using StageBody = std::function<void(StageContext&)>;
+
+// Joins the MPI job as the stage its rank names (checking the job's size against --pp-size),
+// builds that stage's runner (its layers only; threads: this machine's cores shared by its
+// stages; on a GPU, its own GPU), runs `body`, and turns any failure into a job-wide end: the
+// error line names the stage, then MPI_Abort. `serialized`: a thread other than this one
+// calls MPI (MpiTransport). Shared by generate's stages and serve's. Returns only on success.
+void run_stage_process(const ModelConfig& config, RunnerOptions options, const PipelineSetup& setup,
+                       bool serialized, const StageBody& body);
+
+// Runs this process's stage of a generate job and calls `report` on it.
 // Returns only on success.
 void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
                         const PipelineSetup& setup, const std::vector<GenerateRequest>& requests,

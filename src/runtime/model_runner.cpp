@@ -204,8 +204,11 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
 
   // The recurrent-state pool first: its size is fixed by --max-mamba-cache-size, and the KV
   // pool takes what the memory budget leaves after it.
+  // A pipeline stage without recurrent layers of a model that has some gets a pool without
+  // layers (no memory): the slots are still taken and given back as on the other stages, so
+  // that every stage's scheduler admits, checkpoints and caches alike (strata serve --pp-size).
   const auto states = model_->state_layouts();
-  if (!states.empty()) {
+  if (!states.empty() || !config.recurrent_layer_ids().empty()) {
     const DType ssm_dtype = parse_ssm_dtype(options.mamba_ssm_dtype);
     const int state_slots = options.mamba_state_slots();
     const size_t need = StatePool::bytes_for(states, state_slots, ssm_dtype);

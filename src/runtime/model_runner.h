@@ -142,7 +142,9 @@ class ModelRunner {
   TokenMemory& memory() { return *memory_; }
   // The KV pool (rows in the device's memory); null when the stage has no attention layer.
   KVPool* kv_pool() { return device_->kv_pool(); }
-  StatePool* state_pool() { return state_pool_.get(); }  // null when it has no recurrent layer
+  // The recurrent-state pool: null when the model has no recurrent layer; on a stage that
+  // holds none of them, a pool of slots without layers (bookkeeping only).
+  StatePool* state_pool() { return state_pool_.get(); }
   // --mamba-radix-cache-strategy after resolving auto for the device.
   const std::string& mamba_radix_cache_strategy() const { return mamba_strategy_; }
   AttentionBackend* attention() { return device_->attention(); }

@@ -9,27 +9,11 @@
 
 #include "core/error.h"
 #include "runtime/generation_state.h"
+#include "runtime/pipeline_pass.h"
 
 namespace strata {
 
 namespace {
-
-// Fault injection for the failure tests (tests/pp_test.cpp, tests/pp_cuda_test.cpp):
-// STRATA_PP_FAULT=KIND:K makes stage K fail right after its first forward pass: exit (the
-// process dies), hang (it stops answering), and on a GPU oom (an allocation fails) or trap (a
-// kernel faults).
-void maybe_inject_fault(int stage, ModelRunner& runner) {
-  const char* spec = std::getenv("STRATA_PP_FAULT");
-  if (!spec) return;
-  const std::string s = spec;
-  const auto colon = s.find(':');
-  if (colon == std::string::npos || std::stoi(s.substr(colon + 1)) != stage) return;
-  const std::string kind = s.substr(0, colon);
-  if (kind == "exit") std::_Exit(3);
-  if (kind == "hang")
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
-  if (runner.memory_kind() == Memory::Device) runner.device().inject_fault(kind);
-}
 
 // The largest pass of any micro-batch: every member's first prompt piece (later pieces and
 // decode steps are no larger). Stages size their buffers for it before the first hand-over.
@@ -76,7 +60,6 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
   // A micro-batch whose ids this stage still has to receive from the last stage.
   std::vector<std::vector<int>> awaiting(groups.size());
   std::vector<int> members;
-  bool first_pass = true;
   // Time spent in the transport: waiting for the neighbours, i.e. the pipeline's bubbles.
   // (Device transports only queue tensor hand-overs; their stages wait in recv_ids.)
   double waited = 0;
@@ -102,8 +85,7 @@ std::vector<GenerateOutput> generate_pipelined(ModelRunner& runner, Transport& t
         timed([&] { transport.recv_tensor(rank - 1, input); });
       }
       ModelRunner::StageResult out = runner.forward_stage(batch, on_device);
-      if (first_pass) maybe_inject_fault(rank, runner);
-      first_pass = false;
+      maybe_inject_fault(rank, runner);
       if (stage.is_last) {
         std::vector<int32_t> tokens;
         if (on_device) {

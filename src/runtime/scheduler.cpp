@@ -76,6 +76,13 @@ void Scheduler::validate(const ServeRequest& r) const {
     throw RequestError(
         "stop strings need a tokenizer, and this server has none (no tokenizer.json in the "
         "model directory); start it with --tokenizer-path DIR, or use stop_token_ids instead");
+  // The last stage draws: a grammar's masks would have to be computed there, from matcher
+  // state kept where the tokens are accepted.
+  if (pipeline_ && r.grammar)
+    throw RequestError(fmt::format(
+        "structured output (a grammar, JSON schema or regex) is not supported by a server "
+        "started with --pp-size {}; leave it out of the request, or serve without --pp-size",
+        pipeline_->size()));
   const int64_t total = static_cast<int64_t>(r.input_ids.size()) + r.sampling.max_new_tokens;
   if (total > runner_.max_context_len())
     throw RequestError(

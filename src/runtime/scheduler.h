@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cache/radix_cache.h"
+#include "dist/transport.h"
 #include "runtime/mask_worker.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
@@ -141,6 +142,12 @@ class Scheduler {
   // text it cannot encode (not UTF-8: no jump then). Without it, jump-forward does nothing.
   using Retokenizer = std::function<std::vector<int>(const std::string&)>;
   void set_retokenizer(Retokenizer retokenize) { retokenize_ = std::move(retokenize); }
+  // Pipeline parallelism (strata serve --pp-size N): this scheduler runs on one stage and
+  // every other stage runs one like it in lockstep (same submissions, aborts and steps, so
+  // the same batches); each pass goes through all stages over `transport` and every stage
+  // accepts the ids (and logprobs, raw logits) the last stage drew. Requests with a grammar
+  // are refused in validate() (masks are not carried). Set before the first submit.
+  void set_pipeline(Transport* transport) { pipeline_ = transport; }
   const ModelRunner& runner() const { return runner_; }
   // The most tokens (prompt + output) one request may hold: the context length, or the whole
   // KV cache when that is smaller.
@@ -200,6 +207,7 @@ class Scheduler {
   std::unique_ptr<RadixCache> cache_;  // null with --disable-radix-cache
   TextStreamFactory make_text_stream_;
   Retokenizer retokenize_;
+  Transport* pipeline_ = nullptr;  // set_pipeline
   // Overlap: the worker, the requests whose masks the pass needs, and the masks it computes.
   std::unique_ptr<MaskWorker> mask_worker_;
   std::vector<const Req*> late_reqs_;

@@ -9,6 +9,7 @@
 #include "grammar/compiled_grammar.h"
 #include "ops/logprobs.h"
 #include "runtime/batch_builder.h"
+#include "runtime/pipeline_pass.h"
 #include "runtime/scheduler.h"
 #include "runtime/scheduler_request.h"
 
@@ -83,6 +84,7 @@ void Scheduler::grammar_mask(const Req& r, uint64_t* out) const {
 
 ModelRunner::SampledTokens Scheduler::run_sampled(const ForwardBatch& batch,
                                                   ModelRunner::LateMasks& late) {
+  if (pipeline_) return pipelined_pass(runner_, *pipeline_, batch);  // no grammars: validate()
   if (late.rows.empty()) return runner_.forward_sampled(batch);
   const size_t words = static_cast<size_t>(token_mask_words(runner_.config().vocab_size));
   late_masks_.assign(late_reqs_.size() * words, 0);  // sized before the job: it never reallocates

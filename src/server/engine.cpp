@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "server/pipeline_relay.h"
 #include "server/request_parsing.h"
 
 namespace strata {
@@ -24,8 +25,8 @@ void RequestStream::push(RequestOutput out) {
   cv_.notify_all();
 }
 
-Engine::Engine(Scheduler& scheduler, ServerMetrics& metrics, size_t max_in_flight)
-    : scheduler_(scheduler), metrics_(metrics), max_in_flight_(max_in_flight) {
+Engine::Engine(Scheduler& scheduler, ServerMetrics& metrics, size_t max_in_flight, StepRelay* relay)
+    : scheduler_(scheduler), metrics_(metrics), relay_(relay), max_in_flight_(max_in_flight) {
   metrics_.set_scheduler_stats(scheduler_.stats());
 }
 
@@ -88,14 +89,16 @@ bool Engine::flush_cache() {
   {
     std::lock_guard lk(mu_);
     if (stopping_) return false;
-    commands_.push_back([this, done] {
-      const bool flushed = scheduler_.flush_cache();
-      metrics_.set_scheduler_stats(scheduler_.stats());
-      done->set_value(flushed);
-    });
+    flushes_.push_back(done);
   }
   cv_.notify_all();
   return result.get();
+}
+
+void Engine::answer_flushes(std::vector<std::shared_ptr<std::promise<bool>>>& flushes,
+                            bool flushed) {
+  for (auto& f : flushes) f->set_value(flushed);
+  flushes.clear();
 }
 
 void Engine::deliver(std::vector<RequestOutput>& outputs) {
@@ -138,32 +141,50 @@ void Engine::loop() {
   std::vector<RequestOutput> outputs;
   for (;;) {
     std::vector<std::pair<ServeRequest, std::shared_ptr<RequestStream>>> inbox;
-    std::vector<uint64_t> aborts;
-    std::vector<std::function<void()>> commands;
+    std::vector<std::shared_ptr<std::promise<bool>>> flushes;
+    StepInputs inputs;
     bool stopping;
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] {
-        return stopping_ || !inbox_.empty() || !aborts_.empty() || !commands_.empty() ||
+      auto ready = [&] {
+        return stopping_ || !inbox_.empty() || !aborts_.empty() || !flushes_.empty() ||
                scheduler_.has_work();
-      });
+      };
+      if (!relay_) {
+        cv_.wait(lk, ready);
+      } else if (!cv_.wait_for(lk, std::chrono::milliseconds(relay_->heartbeat_ms()), ready)) {
+        lk.unlock();
+        try {
+          relay_->heartbeat();  // idle: the other stages hear that this one is alive
+        } catch (const std::exception& e) {
+          relay_->fail(e.what());
+        }
+        continue;
+      }
       inbox.swap(inbox_);
-      aborts.swap(aborts_);
-      commands.swap(commands_);
+      inputs.aborts.swap(aborts_);
+      flushes.swap(flushes_);
       stopping = stopping_;
     }
     const auto now = std::chrono::steady_clock::now();
     for (auto& [request, stream] : inbox) {
       live_[stream->id()] = Live{stream, now, now, false};
-      scheduler_.submit(stream->id(), std::move(request));
+      inputs.submits.emplace_back(stream->id(), std::move(request));
     }
-    for (uint64_t id : aborts) scheduler_.abort(id);
     if (stopping)
-      for (const auto& [id, l] : live_) scheduler_.abort(id);
-    for (auto& c : commands) c();
+      for (const auto& [id, l] : live_) inputs.aborts.push_back(id);
+    inputs.flush_cache = !flushes.empty();
+    bool flushed = false;
     try {
+      // The other stages first: they take the same inputs and run the same step.
+      if (relay_) relay_->before_step(inputs);
+      flushed = apply_step_inputs(scheduler_, std::move(inputs));
+      if (!flushes.empty()) metrics_.set_scheduler_stats(scheduler_.stats());
+      answer_flushes(flushes, flushed);
       outputs = scheduler_.step();
     } catch (const std::exception& e) {
+      // Another stage hung or died: the pipeline cannot go on, so the job ends, naming it.
+      if (relay_) relay_->fail(e.what());
       // A bug or an exhausted machine: tell every client, then stop serving.
       log::write(log::Level::error, fmt::format("the engine failed: {}", e.what()));
       for (auto& [id, l] : live_) {
@@ -174,11 +195,11 @@ void Engine::loop() {
         l.stream->push(std::move(o));
       }
       live_.clear();
+      answer_flushes(flushes, false);
       std::lock_guard lk(mu_);
       stopping_ = true;
       in_flight_ = 0;
-      for (auto& c : commands_) c();
-      commands_.clear();
+      answer_flushes(flushes_, false);
       return;
     }
     const SchedulerStats stats = scheduler_.stats();
@@ -187,8 +208,9 @@ void Engine::loop() {
     deliver(outputs);
     if (stopping && live_.empty() && !scheduler_.has_work()) {
       std::lock_guard lk(mu_);
-      for (auto& c : commands_) c();  // flush requests that raced the shutdown
-      commands_.clear();
+      // Flush requests that raced the shutdown (nothing runs: the other stages, stopped next,
+      // need not follow).
+      if (!flushes_.empty()) answer_flushes(flushes_, scheduler_.flush_cache());
       for (auto& [request, stream] : inbox_) {
         RequestOutput o;
         o.id = stream->id();
@@ -200,6 +222,7 @@ void Engine::loop() {
         stream->push(std::move(o));
       }
       inbox_.clear();
+      if (relay_) relay_->stop();  // the other stages leave their loops
       return;
     }
   }

@@ -33,11 +33,16 @@ class RequestStream {
   std::deque<RequestOutput> queue_;
 };
 
+class StepRelay;
+
 class Engine {
  public:
   // `max_in_flight`: requests running or queued at most (0: no limit); beyond it submit()
-  // refuses with a 503 that says when to retry.
-  Engine(Scheduler& scheduler, ServerMetrics& metrics, size_t max_in_flight = 0);
+  // refuses with a 503 that says when to retry. `relay`: the scheduler is one stage of a
+  // pipeline (server/pipeline_relay.h): every step's inputs go to the other stages first,
+  // heartbeats while idle, and a failed step ends the whole job.
+  Engine(Scheduler& scheduler, ServerMetrics& metrics, size_t max_in_flight = 0,
+         StepRelay* relay = nullptr);
   ~Engine();
   void start();
   // Aborts every request (each stream gets its "abort" output), then ends the loop.
@@ -59,6 +64,9 @@ class Engine {
     bool got_first = false;
   };
   void loop();
+  // Answers the flush requests taken from flushes_ with `flushed`.
+  static void answer_flushes(std::vector<std::shared_ptr<std::promise<bool>>>& flushes,
+                             bool flushed);
   void deliver(std::vector<RequestOutput>& outputs);
   void log_batch(const SchedulerStats& stats);
 
@@ -69,7 +77,9 @@ class Engine {
   std::condition_variable cv_;
   std::vector<std::pair<ServeRequest, std::shared_ptr<RequestStream>>> inbox_;
   std::vector<uint64_t> aborts_;
-  std::vector<std::function<void()>> commands_;
+  // POST /flush_cache callers waiting for the engine thread's answer (one flush serves all).
+  std::vector<std::shared_ptr<std::promise<bool>>> flushes_;
+  StepRelay* relay_;
   bool stopping_ = false;
   size_t max_in_flight_;
   size_t in_flight_ = 0;  // submitted and not yet finished (under mu_)

@@ -1,0 +1,130 @@
+#include "server/pipeline_relay.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "dist/mpi_transport.h"
+#include "model/json_util.h"
+
+namespace strata {
+
+namespace {
+
+// The control messages: {"kind": "step" | "heartbeat" | "stop", ...the step's inputs}.
+json encode_request(uint64_t id, const ServeRequest& r) {
+  // validate() refused grammars (not carried); nothing else is left out here.
+  STRATA_CHECK(!r.grammar, "request {} has a grammar, which the pipeline does not carry", id);
+  const SamplingParams& p = r.sampling;
+  json bias = json::array();
+  for (const auto& [token, value] : p.logit_bias) bias.push_back({token, value});
+  return {{"id", id},
+          {"input_ids", r.input_ids},
+          {"stop_strings", r.stop_strings},
+          {"skip_special_tokens", r.skip_special_tokens},
+          {"top_logprobs", r.top_logprobs},
+          {"return_logits", r.return_logits},
+          {"temperature", p.temperature},
+          {"top_k", p.top_k},
+          {"top_p", p.top_p},
+          {"min_p", p.min_p},
+          {"presence_penalty", p.presence_penalty},
+          {"frequency_penalty", p.frequency_penalty},
+          {"repetition_penalty", p.repetition_penalty},
+          {"min_new_tokens", p.min_new_tokens},
+          {"logit_bias", bias},
+          {"seed", p.seed},
+          {"max_new_tokens", p.max_new_tokens},
+          {"stop_at_eos", p.stop_at_eos},
+          {"stop_token_ids", p.stop_token_ids}};
+}
+
+std::pair<uint64_t, ServeRequest> decode_request(const json& j) {
+  ServeRequest r;
+  j.at("input_ids").get_to(r.input_ids);
+  j.at("stop_strings").get_to(r.stop_strings);
+  j.at("skip_special_tokens").get_to(r.skip_special_tokens);
+  j.at("top_logprobs").get_to(r.top_logprobs);
+  j.at("return_logits").get_to(r.return_logits);
+  SamplingParams& p = r.sampling;
+  j.at("temperature").get_to(p.temperature);
+  j.at("top_k").get_to(p.top_k);
+  j.at("top_p").get_to(p.top_p);
+  j.at("min_p").get_to(p.min_p);
+  j.at("presence_penalty").get_to(p.presence_penalty);
+  j.at("frequency_penalty").get_to(p.frequency_penalty);
+  j.at("repetition_penalty").get_to(p.repetition_penalty);
+  j.at("min_new_tokens").get_to(p.min_new_tokens);
+  for (const auto& b : j.at("logit_bias"))
+    p.logit_bias.emplace_back(b.at(0).get<int>(), b.at(1).get<float>());
+  j.at("seed").get_to(p.seed);
+  j.at("max_new_tokens").get_to(p.max_new_tokens);
+  j.at("stop_at_eos").get_to(p.stop_at_eos);
+  j.at("stop_token_ids").get_to(p.stop_token_ids);
+  return {j.at("id").get<uint64_t>(), std::move(r)};
+}
+
+}  // namespace
+
+bool apply_step_inputs(Scheduler& scheduler, StepInputs inputs) {
+  for (auto& [id, request] : inputs.submits) scheduler.submit(id, std::move(request));
+  for (uint64_t id : inputs.aborts) scheduler.abort(id);
+  return inputs.flush_cache && scheduler.flush_cache();
+}
+
+StepRelay::StepRelay(MpiTransport& control, std::string where)
+    : control_(control), where_(std::move(where)) {}
+
+void StepRelay::post(const std::string& message) {
+  for (int peer = 1; peer < control_.size(); ++peer) control_.post_message(peer, message);
+}
+
+void StepRelay::before_step(const StepInputs& inputs) {
+  json submits = json::array();
+  for (const auto& [id, request] : inputs.submits) submits.push_back(encode_request(id, request));
+  post(json{{"kind", "step"},
+            {"submits", submits},
+            {"aborts", inputs.aborts},
+            {"flush_cache", inputs.flush_cache}}
+           .dump());
+}
+
+void StepRelay::heartbeat() {
+  post(json{{"kind", "heartbeat"}}.dump());
+}
+
+// Four heartbeats within the followers' --pp-timeout, at most one a second.
+int StepRelay::heartbeat_ms() const {
+  return std::clamp(static_cast<int>(control_.timeout() * 1000 / 4), 1, 1000);
+}
+
+void StepRelay::stop() {
+  post(json{{"kind", "stop"}}.dump());
+  control_.flush();
+}
+
+void StepRelay::fail(const std::string& why) {
+  std::fprintf(stderr, "error: %s: %s\n", where_.c_str(), why.c_str());
+  control_.abort(1);
+  std::_Exit(1);  // abort() ends the process; this keeps [[noreturn]] honest
+}
+
+void run_follower(Scheduler& scheduler, MpiTransport& control) {
+  for (;;) {
+    const json message = json::parse(control.recv_message(
+        0, "the next step or heartbeat from process 0, which runs the server"));
+    const std::string kind = message.at("kind").get<std::string>();
+    if (kind == "stop") return;
+    if (kind == "heartbeat") continue;
+    STRATA_CHECK(kind == "step", "control message of kind '{}'", kind);
+    StepInputs inputs;
+    for (const auto& r : message.at("submits")) inputs.submits.push_back(decode_request(r));
+    message.at("aborts").get_to(inputs.aborts);
+    message.at("flush_cache").get_to(inputs.flush_cache);
+    apply_step_inputs(scheduler, std::move(inputs));
+    scheduler.step();  // the outputs are process 0's to deliver
+  }
+}
+
+}  // namespace strata
