@@ -188,6 +188,24 @@ TEST(PipelineServingText, StopStringsSamplingLogprobsAbortsAndRefusals) {
     }
   }
 
+  // Prompt logprobs (logprob_start_len) come back from the last stage too.
+  json prompt_lp = greedy({4, 5, 6, 7, 8, 9}, 2);
+  prompt_lp["return_logprob"] = true;
+  prompt_lp["logprob_start_len"] = 0;
+  const json one_in = one.post("/generate", prompt_lp).second["meta_info"];
+  const json staged_in = post_to(port, "/generate", prompt_lp.dump()).second["meta_info"];
+  ASSERT_EQ(staged_in["input_token_logprobs"].size(), one_in["input_token_logprobs"].size())
+      << staged_in.dump();
+  for (size_t t = 0; t < one_in["input_token_logprobs"].size(); ++t) {
+    const json& a = staged_in["input_token_logprobs"][t];
+    const json& b = one_in["input_token_logprobs"][t];
+    EXPECT_EQ(a[1], b[1]) << "prompt token " << t;
+    if (b[0].is_null())
+      EXPECT_TRUE(a[0].is_null()) << "prompt token " << t;
+    else
+      EXPECT_NEAR(a[0].get<double>(), b[0].get<double>(), 1e-4) << "prompt token " << t;
+  }
+
   httplib::Request req;
   req.method = "POST";
   req.path = "/generate";

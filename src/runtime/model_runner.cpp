@@ -345,8 +345,10 @@ PassOutput ModelRunner::run_pass(const ForwardBatch& batch, const PassKind& kind
           : device_->persistent("stage_in", {batch.num_tokens(), config_.hidden_size}, DType::F32);
   STRATA_CHECK(batch.sampling.empty() || batch.sampling.size() == batch.req_pool_indices.size(),
                "{} sampling rows for {} requests", batch.sampling.size(), batch.batch_size());
-  STRATA_CHECK(batch.logits_rows.empty() || (kind.sampled && batch.return_all_logits),
-               "logits rows are for sampled passes that compute every row");
+  // (A pipeline stage before the last computes no logits: its pass is the hidden state only.)
+  STRATA_CHECK(
+      batch.logits_rows.empty() || !stage_.is_last || (kind.sampled && batch.return_all_logits),
+      "logits rows are for sampled passes that compute every row");
   return device_->run(batch, kind, [&](ForwardContext& ctx) {
     ctx.recurrent_state = state_pool_.get();
     Ops& ops = *ctx.ops;

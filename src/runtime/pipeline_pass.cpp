@@ -34,14 +34,16 @@ ModelRunner::SampledTokens pipelined_pass(ModelRunner& runner, Transport& transp
   if (!stage.is_first) transport.recv_tensor(rank - 1, runner.stage_input(batch.num_tokens()));
   ModelRunner::StageResult out = runner.forward_stage(batch, true);
   maybe_inject_fault(rank, runner);
-  // Besides the ids, the logprobs rows and raw logits rows the batch asks for go back from
-  // the last stage to every stage: process 0 answers with them, and every stage's scheduler
-  // records the same draws. One host tensor: logprobs [B x width], then the raw rows.
+  // Besides the ids, the logprobs rows, raw logits rows and prompt-logit rows the batch asks
+  // for go back from the last stage to every stage: process 0 answers with them, and every
+  // stage's scheduler records the same draws. One host tensor: logprobs [B x width], then the
+  // raw rows, then the prompt rows.
   const int rows = batch.batch_size(), vocab = runner.config().vocab_size;
   const int64_t logprob_floats =
       batch.top_logprobs >= 0 ? int64_t{rows} * logprob_row_width(batch.top_logprobs) : 0;
-  const int64_t extra_floats =
-      logprob_floats + static_cast<int64_t>(batch.raw_logit_rows.size()) * vocab;
+  const int64_t row_count =
+      static_cast<int64_t>(batch.raw_logit_rows.size() + batch.logits_rows.size());
+  const int64_t extra_floats = logprob_floats + row_count * vocab;
   if (extra_floats > 0 && transport.memory() != Memory::Host)
     fail("logprobs and raw logits travel between pipeline stages only through host memory");
   ModelRunner::SampledTokens drawn;
@@ -52,11 +54,14 @@ ModelRunner::SampledTokens pipelined_pass(ModelRunner& runner, Transport& transp
     STRATA_CHECK(static_cast<int64_t>(drawn.logprobs.size()) == logprob_floats,
                  "{} logprob floats, expected {}", drawn.logprobs.size(), logprob_floats);
     std::vector<float> extras = drawn.logprobs;
-    for (const auto& row : drawn.raw_logits) {
-      STRATA_CHECK(static_cast<int>(row.size()) == vocab, "a raw logits row of {} for vocab {}",
-                   row.size(), vocab);
-      extras.insert(extras.end(), row.begin(), row.end());
-    }
+    for (const auto* rows_of : {&drawn.raw_logits, &drawn.token_logits})
+      for (const auto& row : *rows_of) {
+        STRATA_CHECK(static_cast<int>(row.size()) == vocab, "a logits row of {} for vocab {}",
+                     row.size(), vocab);
+        extras.insert(extras.end(), row.begin(), row.end());
+      }
+    STRATA_CHECK(static_cast<int64_t>(extras.size()) == extra_floats,
+                 "{} floats of logprobs and logits rows, expected {}", extras.size(), extra_floats);
     for (int peer = 0; peer < last; ++peer)
       transport.send_tensor(peer, TensorRef{extras.data(), {extra_floats}, Memory::Host});
     return drawn;
@@ -67,10 +72,11 @@ ModelRunner::SampledTokens pipelined_pass(ModelRunner& runner, Transport& transp
   std::vector<float> extras(static_cast<size_t>(extra_floats));
   transport.recv_tensor(last, TensorRef{extras.data(), {extra_floats}, Memory::Host});
   drawn.logprobs.assign(extras.begin(), extras.begin() + logprob_floats);
-  for (size_t r = 0; r < batch.raw_logit_rows.size(); ++r) {
-    const auto begin = extras.begin() + logprob_floats + static_cast<int64_t>(r) * vocab;
-    drawn.raw_logits.emplace_back(begin, begin + vocab);
-  }
+  auto row = extras.begin() + logprob_floats;
+  for (size_t r = 0; r < batch.raw_logit_rows.size(); ++r, row += vocab)
+    drawn.raw_logits.emplace_back(row, row + vocab);
+  for (size_t r = 0; r < batch.logits_rows.size(); ++r, row += vocab)
+    drawn.token_logits.emplace_back(row, row + vocab);
   return drawn;
 }
 

@@ -25,6 +25,8 @@ json encode_request(uint64_t id, const ServeRequest& r) {
           {"skip_special_tokens", r.skip_special_tokens},
           {"top_logprobs", r.top_logprobs},
           {"return_logits", r.return_logits},
+          {"prompt_logprobs_from", r.prompt_logprobs_from},
+          {"prompt_top_logprobs", r.prompt_top_logprobs},
           {"temperature", p.temperature},
           {"top_k", p.top_k},
           {"top_p", p.top_p},
@@ -47,6 +49,8 @@ std::pair<uint64_t, ServeRequest> decode_request(const json& j) {
   j.at("skip_special_tokens").get_to(r.skip_special_tokens);
   j.at("top_logprobs").get_to(r.top_logprobs);
   j.at("return_logits").get_to(r.return_logits);
+  j.at("prompt_logprobs_from").get_to(r.prompt_logprobs_from);
+  j.at("prompt_top_logprobs").get_to(r.prompt_top_logprobs);
   SamplingParams& p = r.sampling;
   j.at("temperature").get_to(p.temperature);
   j.at("top_k").get_to(p.top_k);
