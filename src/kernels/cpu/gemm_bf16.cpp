@@ -10,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/skinny_gemm.h"
 
 namespace strata::cpu {
 
@@ -19,11 +20,6 @@ constexpr int64_t kMaxSkinnyRows = 8;
 
 bool has_avx512() {
   static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
-
-bool has_avx2_fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has;
 }
 
@@ -58,74 +54,13 @@ __attribute__((target("avx512f"))) void skinny_avx512(const float* x, int64_t k,
 
 #pragma GCC diagnostic pop
 
-// The same 8 weights a step (AVX2 without AVX-512).
-template <int R>
-__attribute__((target("avx2,fma"))) void skinny_avx2(const float* x, int64_t k, const uint16_t* w,
-                                                     int64_t n, float* y) {
-#pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < n; ++j) {
-    const uint16_t* wj = w + j * k;
-    __m256 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= k; i += 8) {
-      const __m256i wide =
-          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wj + i)));
-      const __m256 wv = _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-      for (int r = 0; r < R; ++r)
-        acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * k + i), acc[r]);
-    }
-    for (int r = 0; r < R; ++r) {
-      __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
-      s = _mm_hadd_ps(s, s);
-      s = _mm_hadd_ps(s, s);
-      float v = _mm_cvtss_f32(s);
-      for (int64_t t = i; t < k; ++t) v += bf16_to_f32(wj[t]) * x[r * k + t];
-      y[r * n + j] += v;
-    }
-  }
-}
-
-// Portable: any CPU, any row count.
-void skinny_portable(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y) {
-#pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < n; ++j) {
-    const uint16_t* wj = w + j * k;
-    for (int64_t r = 0; r < m; ++r) {
-      float v = 0.0f;
-      for (int64_t t = 0; t < k; ++t) v += bf16_to_f32(wj[t]) * x[r * k + t];
-      y[r * n + j] += v;
-    }
-  }
-}
-
-template <int R>
-void skinny_rows(const float* x, int64_t k, const uint16_t* w, int64_t n, float* y, Simd simd) {
-  if (simd == Simd::Best && has_avx512()) return skinny_avx512<R>(x, k, w, n, y);
-  if (simd != Simd::Portable && has_avx2_fma()) return skinny_avx2<R>(x, k, w, n, y);
-  skinny_portable(x, R, k, w, n, y);
-}
-
-void skinny(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y,
-            Simd simd) {
-  switch (m) {
-    case 1:
-      return skinny_rows<1>(x, k, w, n, y, simd);
-    case 2:
-      return skinny_rows<2>(x, k, w, n, y, simd);
-    case 3:
-      return skinny_rows<3>(x, k, w, n, y, simd);
-    case 4:
-      return skinny_rows<4>(x, k, w, n, y, simd);
-    case 5:
-      return skinny_rows<5>(x, k, w, n, y, simd);
-    case 6:
-      return skinny_rows<6>(x, k, w, n, y, simd);
-    case 7:
-      return skinny_rows<7>(x, k, w, n, y, simd);
-    default:
-      return skinny_rows<8>(x, k, w, n, y, simd);
-  }
+void decode_rows(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y,
+                 Simd simd) {
+  skinny::with_rows(m, [&]<int R>() {
+    if (simd == Simd::Best && has_avx512()) return skinny_avx512<R>(x, k, w, n, y);
+    if (simd != Simd::Portable && skinny::has_avx2_fma()) return skinny::avx2<R>(x, k, w, n, y);
+    skinny::portable(x, R, k, w, n, y);
+  });
 }
 
 }  // namespace
@@ -135,7 +70,7 @@ void linear_bf16(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_
   if (m == 0 || n == 0) return;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) y[i * n + j] = bias ? bias[j] : 0.0f;
-  if (m <= kMaxSkinnyRows) return skinny(x, m, k, w, n, y, simd);
+  if (m <= kMaxSkinnyRows) return decode_rows(x, m, k, w, n, y, simd);
   // Prefill: panels of weight rows widened to f32 (about 4 MiB each, so a panel is still in
   // cache when sgemm reads it), each multiplied by all of x.
   const int64_t panel = std::clamp<int64_t>((int64_t{1} << 20) / std::max<int64_t>(k, 1), 16, n);

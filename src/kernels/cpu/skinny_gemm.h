@@ -1,0 +1,97 @@
+#pragma once
+// The decode-shaped product both weight dtypes share (gemm.cpp: f32, gemm_bf16.cpp: bf16):
+// y[r, j] += x[r, :] . w[j, :] for R <= 8 rows, each weight row read once for all the rows, the
+// weight rows split across the OpenMP threads. Internal to kernels/cpu.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace strata::cpu::skinny {
+
+inline bool has_avx2_fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+inline float widen(float w) {
+  return w;
+}
+inline float widen(uint16_t w) {
+  return bf16_to_f32(w);
+}
+
+// Eight weights as f32 (a bf16 value is the upper half of an f32: a 16-bit shift).
+__attribute__((target("avx2,fma"))) inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+__attribute__((target("avx2,fma"))) inline __m256 load8(const uint16_t* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+template <int R, typename W>
+__attribute__((target("avx2,fma"))) void avx2(const float* x, int64_t k, const W* w, int64_t n,
+                                              float* y) {
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < n; ++j) {
+    const W* wj = w + j * k;
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+      const __m256 wv = load8(wj + i);
+      for (int r = 0; r < R; ++r)
+        acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * k + i), acc[r]);
+    }
+    for (int r = 0; r < R; ++r) {
+      __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+      s = _mm_hadd_ps(s, s);
+      s = _mm_hadd_ps(s, s);
+      float v = _mm_cvtss_f32(s);
+      for (int64_t t = i; t < k; ++t) v += widen(wj[t]) * x[r * k + t];
+      y[r * n + j] += v;
+    }
+  }
+}
+
+// Any CPU, any row count.
+template <typename W>
+void portable(const float* x, int64_t m, int64_t k, const W* w, int64_t n, float* y) {
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < n; ++j) {
+    const W* wj = w + j * k;
+    for (int64_t r = 0; r < m; ++r) {
+      float v = 0.0f;
+      for (int64_t t = 0; t < k; ++t) v += widen(wj[t]) * x[r * k + t];
+      y[r * n + j] += v;
+    }
+  }
+}
+
+// f.template operator()<R>() with R = m, 1..8 (a kernel instantiated per row count keeps its
+// accumulators in registers).
+template <typename F>
+void with_rows(int64_t m, F&& f) {
+  switch (m) {
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 3:
+      return f.template operator()<3>();
+    case 4:
+      return f.template operator()<4>();
+    case 5:
+      return f.template operator()<5>();
+    case 6:
+      return f.template operator()<6>();
+    case 7:
+      return f.template operator()<7>();
+    default:
+      return f.template operator()<8>();
+  }
+}
+
+}  // namespace strata::cpu::skinny
