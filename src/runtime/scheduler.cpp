@@ -296,7 +296,7 @@ std::vector<RequestOutput> Scheduler::step() {
   // f32): at most max_prompt_logits_bytes of them (by default, with a 128k vocabulary, 512
   // tokens), so that one request asking for prompt logprobs cannot take gigabytes.
   const int logits_tokens = static_cast<int>(std::clamp<int64_t>(
-      options_.max_prompt_logits_bytes / (4 * int64_t{vocab_size()}), 1, INT_MAX));
+      options_.max_prompt_logits_bytes / (4 * int64_t{runner_.config().vocab_size}), 1, INT_MAX));
   const auto cap_for = [&](const Req& r) {
     if (r.wants_prompt_logits())
       budget = std::min(budget, logits_tokens - static_cast<int>(batch.input_ids.size()));

@@ -156,7 +156,6 @@ class Scheduler {
  private:
   struct Req;
   int64_t available_pages() const;
-  int vocab_size() const { return runner_.config().vocab_size; }
   bool reserve_pages(const Req& r, int n);
   int try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Req*>& members);
   void retract_until_decode_fits();
