@@ -46,7 +46,8 @@ struct AttentionParams {
 
 // Split-KV decode, as SGLang's Triton backend: stage 1 attends each request's KV range in
 // `num_splits` pieces, the query heads of one KV head together (each key is read once per
-// group of up to 8 heads, 2 for rows wider than 256), writing partial outputs
+// group: on tensor cores for 64- and 128-wide heads, else per group of up to 8 heads, 2 for
+// rows wider than 256), writing partial outputs
 // [batch, heads, splits, Lv] (Lv = kv.v_head_dim, the pool's value width: kv_lora_rank for
 // MLA) and their log-sum-exp; stage 2 merges the splits. q [B, Hq * Dk] (one new token per
 // request); out [B, Hq * Dv]. partial_out / partial_lse must hold batch * Hq * num_splits * (Lv |
@@ -55,7 +56,9 @@ struct DecodeWorkspace {
   float* partial_out = nullptr;
   float* partial_lse = nullptr;
   int num_splits = 1;
-  int unroll = 0;  // keys loaded ahead per lane group (1, 2, 4, 8); 0: the tuned default
+  // > 0: the CUDA-core lane kernel with this many keys loaded ahead per lane group (1, 2, 4,
+  // 8), even where the tensor-core kernel applies (the bench compares them); 0: the default.
+  int unroll = 0;
 };
 // Tuned on the H200 (bench sweep, docs/benchmarks-cuda.md): fewer keys in flight per lane
 // but more resident blocks won (2: 52% of copy bandwidth at 64 x 4096, 4: 37%, 8: 24%).

@@ -9,10 +9,13 @@
 // value is read out of the key row, so the bytes counted are the key rows' only. The MLA runs
 // also time one extend (prefill of `context` tokens for one request) on the same cache.
 //   strata_attention_bench mamba [batch=64] [prefill_batch=8] [prefill_len=4096]
+//   strata_attention_bench extend [tokens=8192] [q_heads=32] [kv_heads=8] [head_dim=128]
+// `extend`: the extend (prefill) kernel alone on one request's causal square, in TFLOP/s.
 // `mamba`: Nemotron-3-Nano-30B-A3B's Mamba2 layer (64 heads of 64, 8 groups, state 128, chunk
 // 128, f32 state): the one-step state update of `batch` requests, whose floor is reading and
 // writing their states, and the SSD chunked scan of `prefill_batch` x `prefill_len` tokens.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -62,6 +65,49 @@ double copy_bandwidth_gbs() {
       },
       3, 20);
   return 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
+}
+
+// One request's prefill of `tokens` tokens over the first `tokens` rows of the cache in
+// `table` (its keys already written, as the backend writes them before attending): causal.
+// FLOPs: QK^T over dk plus PV over dv, half the square.
+void time_extend(const DeviceKV& kv, const DeviceBuffer& table, int tokens,
+                 const AttentionParams& p, const DeviceBuffer& q, DeviceBuffer& out) {
+  const std::vector<int32_t> one_offsets = {0, tokens}, zero = {0};
+  DeviceBuffer d_one_offsets = to_device(one_offsets), d_zero = to_device(zero);
+  PagedBatch prefill{table.as<int32_t>(),         tokens, d_zero.as<int32_t>(),
+                     d_zero.as<int32_t>(),        d_one_offsets.as<int32_t>(), 1};
+  const double ms = median_ms(
+      [&] { extend_attention(q.as<float>(), kv, prefill, p, tokens, out.as<bf16>(), nullptr); },
+      2, 10);
+  const double flops = 2.0 * p.num_q_heads * (double(tokens) * (tokens + 1) / 2) *
+                       (kv.k_head_dim + kv.v_head_dim);
+  std::printf(
+      "{\"extend\": true, \"tokens\": %d, \"q_heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, "
+      "\"v_head_dim\": %d, \"median_ms\": %.4f, \"TFLOPs\": %.1f}\n",
+      tokens, p.num_q_heads, kv.num_kv_heads, kv.k_head_dim, kv.v_head_dim, ms,
+      flops / (ms * 1e-3) / 1e12);
+}
+
+// `extend [tokens] [q_heads] [kv_heads] [head_dim]`: the extend kernel alone on a causal
+// square (Llama-3.1-8B's heads by default), the prefill's attention.
+int run_extend(int argc, char** argv) {
+  auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
+  const int tokens = arg(1, 8192), hq = arg(2, 32), hkv = arg(3, 8), d = arg(4, 128);
+  const int64_t width = int64_t(hkv) * d, slots = tokens + 1;
+  DeviceBuffer k(slots * width * 2), v(slots * width * 2), q(int64_t(tokens) * hq * d * 4),
+      out(int64_t(tokens) * hq * d * 2);
+  fill_dummy(k.data(), strata::DType::BF16, slots * width, 1, 1.0f, nullptr);
+  fill_dummy(v.data(), strata::DType::BF16, slots * width, 2, 1.0f, nullptr);
+  fill_dummy(q.data(), strata::DType::F32, int64_t(tokens) * hq * d, 3, 1.0f, nullptr);
+  std::vector<int32_t> table(tokens);
+  for (int i = 0; i < tokens; ++i) table[i] = 1 + i;
+  DeviceBuffer dtable = to_device(table);
+  DeviceKV kv{k.as<bf16>(), v.as<bf16>(), width, width, hkv, d, d};
+  AttentionParams p;
+  p.num_q_heads = hq;
+  p.scale = 1.0f / std::sqrt(float(d));
+  time_extend(kv, dtable, tokens, p, q, out);
+  return 0;
 }
 
 int run_mamba(int argc, char** argv) {
@@ -122,6 +168,7 @@ int run_mamba(int argc, char** argv) {
 
 int run(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "mamba") return run_mamba(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "extend") return run_extend(argc - 1, argv + 1);
   const bool mla = argc > 1 && std::string(argv[1]) == "mla";
   if (mla) --argc, ++argv;
   auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
@@ -190,24 +237,7 @@ int run(int argc, char** argv) {
   for (int blocks_per_sm : {2, 4, 8, 16})
     for (int unroll : {1, 2, 4})
       if (narrow || unroll == 1) measure(blocks_per_sm, narrow ? unroll : 0, false);
-  if (mla) {
-    // One request's prefill of `context` tokens over the first `context` rows of the cache
-    // (its keys already written, as the backend writes them before attending): causal,
-    // 16 heads over the latent. FLOPs: QK^T over dk plus PV over dv, half the square.
-    const std::vector<int32_t> one_offsets = {0, context}, zero = {0};
-    DeviceBuffer d_one_offsets = to_device(one_offsets), d_zero = to_device(zero);
-    PagedBatch prefill{dtable.as<int32_t>(),        context,
-                       d_zero.as<int32_t>(),        d_zero.as<int32_t>(),
-                       d_one_offsets.as<int32_t>(), 1};
-    const double ms = median_ms(
-        [&] { extend_attention(q.as<float>(), kv, prefill, p, context, out.as<bf16>(), nullptr); },
-        2, 10);
-    const double flops = 2.0 * hq * (double(context) * (context + 1) / 2) * (d + dv);
-    std::printf(
-        "{\"extend\": true, \"tokens\": %d, \"q_heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, "
-        "\"v_head_dim\": %d, \"median_ms\": %.4f, \"TFLOPs\": %.1f}\n",
-        context, hq, hkv, d, dv, ms, flops / (ms * 1e-3) / 1e12);
-  }
+  if (mla) time_extend(kv, dtable, context, p, q, out);
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_tiles.h"
 #include "kernels/cuda/convert.cuh"
 
 namespace strata::cuda {
@@ -257,16 +258,10 @@ void launch_stage1_wide(int group, const float* q, const DeviceKV& kv, const Pag
     launch_stage1<256, C, 1, 1>(grid, q, kv, batch, p, ws, stream);
 }
 
-template <typename OutT>
-void decode_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                 const AttentionParams& p_in, const DecodeWorkspace& ws, OutT* out,
-                 cudaStream_t stream) {
-  if (batch.batch == 0) return;
-  attention_detail::check_shapes(kv, p_in, kMaxDecodeHeadWidth, "decode");
-  AttentionParams p = p_in;
-  if (p.q_row_stride == 0) p.q_row_stride = static_cast<int64_t>(p.num_q_heads) * kv.k_head_dim;
-  if (ws.num_splits < 1 || ws.num_splits > kMaxDecodeSplits)
-    throw_error("internal error: " + std::to_string(ws.num_splits) + " decode splits");
+// Stage 1 on CUDA cores: a key row spread over lanes, for every layout.
+void decode_lanes_stage1(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                         const AttentionParams& p, const DecodeWorkspace& ws,
+                         cudaStream_t stream) {
   const int group = p.num_q_heads / kv.num_kv_heads;
   const int gt = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
   const dim3 grid(batch.batch, kv.num_kv_heads * (group / gt), ws.num_splits);
@@ -296,6 +291,25 @@ void decode_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch,
     launch_stage1_wide<3>(group, q, kv, batch, p, ws, stream);
   else
     launch_stage1_wide<4>(group, q, kv, batch, p, ws, stream);
+}
+
+template <typename OutT>
+void decode_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                 const AttentionParams& p_in, const DecodeWorkspace& ws, OutT* out,
+                 cudaStream_t stream) {
+  if (batch.batch == 0) return;
+  attention_detail::check_shapes(kv, p_in, kMaxDecodeHeadWidth, "decode");
+  AttentionParams p = p_in;
+  if (p.q_row_stride == 0) p.q_row_stride = static_cast<int64_t>(p.num_q_heads) * kv.k_head_dim;
+  if (ws.num_splits < 1 || ws.num_splits > kMaxDecodeSplits)
+    throw_error("internal error: " + std::to_string(ws.num_splits) + " decode splits");
+  // The tensor-core kernel for the layouts it takes, unless a load depth asks for the lane
+  // kernel (the bench's sweep of it).
+  if (ws.unroll == 0 && attention_detail::tiles_take(kv, p)) {
+    attention_detail::decode_tiles_stage1(q, kv, batch, p, ws, stream);
+  } else {
+    decode_lanes_stage1(q, kv, batch, p, ws, stream);
+  }
   decode_stage2_kernel<OutT><<<dim3(batch.batch, p.num_q_heads), 128, 0, stream>>>(
       ws.partial_out, ws.partial_lse, p.num_q_heads, kv.v_head_dim, ws.num_splits,
       batch.token_offsets, p.sinks, out);

@@ -1,11 +1,14 @@
 // Paged extend attention (prefill, chunked prefill over a cached prefix) on bf16 tensor
 // cores. See attention.h for the contract; the decode kernels are in attention_decode.cu.
+// Heads 64 or 128 wide go to the register-tiled kernel (attention_extend_tiles.cu); this
+// file's WMMA kernel takes every other layout.
 #include <mma.h>
 
 #include <algorithm>
 #include <string>
 
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_tiles.h"
 #include "kernels/cuda/convert.cuh"
 
 namespace strata::cuda {
@@ -228,6 +231,8 @@ void extend_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch,
   attention_detail::check_shapes(kv, p_in, kMaxExtendHeadWidth, "extend");
   AttentionParams p = p_in;
   if (p.q_row_stride == 0) p.q_row_stride = static_cast<int64_t>(p.num_q_heads) * kv.k_head_dim;
+  if (attention_detail::tiles_take(kv, p))
+    return attention_detail::extend_tiles(q, kv, batch, p, max_extend, out, stream);
   const int dp = (std::max(kv.k_head_dim, kv.v_head_dim) + 15) / 16 * 16;
   const bool v_in_k = attention_detail::value_inside_key(kv);
   // Up to 256 wide: 64 x 64 tiles (at 256 and a separate value, ~195 KB of shared memory).

@@ -217,7 +217,12 @@ INSTANTIATE_TEST_SUITE_P(
                     // soft-capping (also on a 256-wide head, Gemma 3's width).
                     Shape{4, 2, 64, 8, 16, 0, 0, true}, Shape{8, 8, 64, 0, 1, 0, 0, true},
                     Shape{6, 2, 32, 9, 1, 0, 0, true, 30.0f},
-                    Shape{4, 1, 256, 100, 16, 0, 0, false, 50.0f}),
+                    Shape{4, 1, 256, 100, 16, 0, 0, false, 50.0f},
+                    // The register-tiled extend kernel's widths with a soft cap and with
+                    // sinks under a window.
+                    Shape{4, 2, 128, 0, 16, 0, 0, false, 30.0f},
+                    Shape{4, 2, 64, 20, 1, 0, 0, false, 30.0f},
+                    Shape{8, 2, 128, 70, 1, 0, 0, true}),
     [](const testing::TestParamInfo<Shape>& info) {
       const Shape& s = info.param;
       return "hq" + std::to_string(s.hq) + "_hkv" + std::to_string(s.hkv) + "_d" +
