@@ -74,13 +74,14 @@ void time_extend(const DeviceKV& kv, const DeviceBuffer& table, int tokens,
                  const AttentionParams& p, const DeviceBuffer& q, DeviceBuffer& out) {
   const std::vector<int32_t> one_offsets = {0, tokens}, zero = {0};
   DeviceBuffer d_one_offsets = to_device(one_offsets), d_zero = to_device(zero);
-  PagedBatch prefill{table.as<int32_t>(),         tokens, d_zero.as<int32_t>(),
-                     d_zero.as<int32_t>(),        d_one_offsets.as<int32_t>(), 1};
+  PagedBatch prefill{table.as<int32_t>(),         tokens,
+                     d_zero.as<int32_t>(),        d_zero.as<int32_t>(),
+                     d_one_offsets.as<int32_t>(), 1};
   const double ms = median_ms(
-      [&] { extend_attention(q.as<float>(), kv, prefill, p, tokens, out.as<bf16>(), nullptr); },
-      2, 10);
-  const double flops = 2.0 * p.num_q_heads * (double(tokens) * (tokens + 1) / 2) *
-                       (kv.k_head_dim + kv.v_head_dim);
+      [&] { extend_attention(q.as<float>(), kv, prefill, p, tokens, out.as<bf16>(), nullptr); }, 2,
+      10);
+  const double flops =
+      2.0 * p.num_q_heads * (double(tokens) * (tokens + 1) / 2) * (kv.k_head_dim + kv.v_head_dim);
   std::printf(
       "{\"extend\": true, \"tokens\": %d, \"q_heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, "
       "\"v_head_dim\": %d, \"median_ms\": %.4f, \"TFLOPs\": %.1f}\n",

@@ -260,8 +260,7 @@ void launch_stage1_wide(int group, const float* q, const DeviceKV& kv, const Pag
 
 // Stage 1 on CUDA cores: a key row spread over lanes, for every layout.
 void decode_lanes_stage1(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                         const AttentionParams& p, const DecodeWorkspace& ws,
-                         cudaStream_t stream) {
+                         const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream) {
   const int group = p.num_q_heads / kv.num_kv_heads;
   const int gt = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
   const dim3 grid(batch.batch, kv.num_kv_heads * (group / gt), ws.num_splits);

@@ -33,12 +33,11 @@ constexpr size_t merge_bytes() {  // per warp: O [16][D], then max and sum per r
 }
 
 template <int D>
-__global__ __launch_bounds__(kWarps * 32) void decode_tiles_kernel(const float* q, DeviceKV kv,
-                                                                   PagedBatch batch,
-                                                                   AttentionParams p,
-                                                                   int num_splits,
-                                                                   float* partial_out,
-                                                                   float* partial_lse) {
+__global__ __launch_bounds__(kWarps *
+                             32) void decode_tiles_kernel(const float* q, DeviceKV kv,
+                                                          PagedBatch batch, AttentionParams p,
+                                                          int num_splits, float* partial_out,
+                                                          float* partial_lse) {
   constexpr int LD = D + 8, QK_STEPS = D / 16, O_TILES = D / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* const Ks = reinterpret_cast<bf16*>(smem_raw);  // [kStages][kTileKeys][LD]
@@ -131,7 +130,8 @@ __global__ __launch_bounds__(kWarps * 32) void decode_tiles_kernel(const float* 
 
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
-      float mx = fmaxf(fmaxf(s[0][2 * rr], s[0][2 * rr + 1]), fmaxf(s[1][2 * rr], s[1][2 * rr + 1]));
+      float mx =
+          fmaxf(fmaxf(s[0][2 * rr], s[0][2 * rr + 1]), fmaxf(s[1][2 * rr], s[1][2 * rr + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(row_max[rr], mx);
@@ -189,7 +189,8 @@ __global__ __launch_bounds__(kWarps * 32) void decode_tiles_kernel(const float* 
     const int r = idx / D, d = idx % D;
     float mx = kNegInf;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, merge[w * (kRows * D + 2 * kRows) + kRows * D + r]);
+    for (int w = 0; w < kWarps; ++w)
+      mx = fmaxf(mx, merge[w * (kRows * D + 2 * kRows) + kRows * D + r]);
     const int64_t part = (static_cast<int64_t>(b) * p.num_q_heads + h0 + r) * num_splits + split;
     if (mx == kNegInf) {  // an empty split: it must not count in the merge
       partial_out[part * D + d] = 0.0f;
@@ -212,13 +213,11 @@ __global__ __launch_bounds__(kWarps * 32) void decode_tiles_kernel(const float* 
 
 template <int D>
 void launch_decode_tiles(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                         const AttentionParams& p, const DecodeWorkspace& ws,
-                         cudaStream_t stream) {
+                         const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream) {
   constexpr size_t smem = std::max(ring_bytes<D>(), merge_bytes<D>());
   static_assert(smem <= 227 * 1024, "decode ring exceeds a block's shared memory");
-  STRATA_CUDA_CHECK(cudaFuncSetAttribute(decode_tiles_kernel<D>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
+  STRATA_CUDA_CHECK(cudaFuncSetAttribute(
+      decode_tiles_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int group = p.num_q_heads / kv.num_kv_heads;
   const dim3 grid(batch.batch, kv.num_kv_heads * ((group + kRows - 1) / kRows), ws.num_splits);
   decode_tiles_kernel<D><<<grid, kWarps * 32, smem, stream>>>(q, kv, batch, p, ws.num_splits,
@@ -229,8 +228,7 @@ void launch_decode_tiles(const float* q, const DeviceKV& kv, const PagedBatch& b
 }  // namespace
 
 void decode_tiles_stage1(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                         const AttentionParams& p, const DecodeWorkspace& ws,
-                         cudaStream_t stream) {
+                         const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream) {
   if (kv.k_head_dim == 128)
     launch_decode_tiles<128>(q, kv, batch, p, ws, stream);
   else

@@ -65,10 +65,8 @@ __global__ __launch_bounds__(WARPS * 32) void extend_tiles_kernel(const float* q
       const int n = idx / CHUNKS, c = (idx % CHUNKS) * 8, kp = kb + n;
       const bool ok = kp < kv_end;
       const int64_t slot = ok ? req_row[kp] : 0;
-      cp_async16(Ks + (buf * BN + n) * LD + c, kv.k + slot * kv.k_row_stride + kv_head * D + c,
-                 ok);
-      cp_async16(Vs + (buf * BN + n) * LD + c, kv.v + slot * kv.v_row_stride + kv_head * D + c,
-                 ok);
+      cp_async16(Ks + (buf * BN + n) * LD + c, kv.k + slot * kv.k_row_stride + kv_head * D + c, ok);
+      cp_async16(Vs + (buf * BN + n) * LD + c, kv.v + slot * kv.v_row_stride + kv_head * D + c, ok);
     }
     cp_async_commit();
   };
@@ -138,8 +136,8 @@ __global__ __launch_bounds__(WARPS * 32) void extend_tiles_kernel(const float* q
         for (int i = 0; i < 4; ++i) s[j][i] = soft_cap(s[j][i], p.softcap) * kLog2e;
     }
     // Only tiles crossing the diagonal, the window's edge or the end need the mask.
-    const bool full = kb + BN - 1 <= first_pos && kb + BN <= kv_end &&
-                      (window <= 0 || kb > last_pos - window);
+    const bool full =
+        kb + BN - 1 <= first_pos && kb + BN <= kv_end && (window <= 0 || kb > last_pos - window);
     if (!full) {
 #pragma unroll
       for (int j = 0; j < S_TILES; ++j)

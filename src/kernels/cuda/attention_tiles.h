@@ -21,7 +21,6 @@ void extend_tiles(const float* q, const DeviceKV& kv, const PagedBatch& batch,
 
 // decode_attention's stage 1 (partials and log-sum-exp per split); p.q_row_stride resolved.
 void decode_tiles_stage1(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                         const AttentionParams& p, const DecodeWorkspace& ws,
-                         cudaStream_t stream);
+                         const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream);
 
 }  // namespace strata::cuda::attention_detail

@@ -196,33 +196,31 @@ TEST_P(CudaBackendVsCpu, PrefillChunkedPrefillAndDecodeMatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaBackendVsCpu,
-    testing::Values(Shape{8, 2, 128, 0, 1}, Shape{8, 2, 128, 0, 16}, Shape{4, 4, 64, 0, 16},
-                    Shape{6, 2, 32, 9, 1}, Shape{32, 8, 128, 100, 16}, Shape{2, 1, 256, 0, 1},
-                    Shape{4, 2, 80, 0, 1},
-                    // DeepSeek fixtures' latent: 64 + 16 rope, value 64
-                    // (not v_head_dim 32), 4 and 16 heads over one.
-                    Shape{4, 1, 80, 0, 1, 64}, Shape{16, 1, 80, 0, 16, 64},
-                    // DeepSeek-V2/V3's latent: 512 + 64 rope, value the
-                    // first 512; V2-Lite's 16 and V3's 128 heads over one.
-                    Shape{16, 1, 576, 0, 16, 512}, Shape{16, 1, 576, 0, 1, 512},
-                    Shape{128, 1, 576, 0, 16, 512},
-                    // Awkward widths: not multiples of 16, k != v inside
-                    // the key row and separate, GQA on wide rows, a
-                    // window on the wide path, the widest extend tile
-                    // (640, separate value) with an odd group.
-                    Shape{8, 1, 200, 0, 16, 136}, Shape{6, 2, 200, 0, 1, 0, 136},
-                    Shape{8, 2, 576, 0, 16, 0, 512}, Shape{4, 1, 328, 50, 1, 264},
-                    Shape{3, 1, 640, 0, 1, 0, 640},
-                    // gpt-oss: sinks, with and without a window, GQA and MHA; Gemma 2-style
-                    // soft-capping (also on a 256-wide head, Gemma 3's width).
-                    Shape{4, 2, 64, 8, 16, 0, 0, true}, Shape{8, 8, 64, 0, 1, 0, 0, true},
-                    Shape{6, 2, 32, 9, 1, 0, 0, true, 30.0f},
-                    Shape{4, 1, 256, 100, 16, 0, 0, false, 50.0f},
-                    // The register-tiled extend kernel's widths with a soft cap and with
-                    // sinks under a window.
-                    Shape{4, 2, 128, 0, 16, 0, 0, false, 30.0f},
-                    Shape{4, 2, 64, 20, 1, 0, 0, false, 30.0f},
-                    Shape{8, 2, 128, 70, 1, 0, 0, true}),
+    testing::Values(
+        Shape{8, 2, 128, 0, 1}, Shape{8, 2, 128, 0, 16}, Shape{4, 4, 64, 0, 16},
+        Shape{6, 2, 32, 9, 1}, Shape{32, 8, 128, 100, 16}, Shape{2, 1, 256, 0, 1},
+        Shape{4, 2, 80, 0, 1},
+        // DeepSeek fixtures' latent: 64 + 16 rope, value 64
+        // (not v_head_dim 32), 4 and 16 heads over one.
+        Shape{4, 1, 80, 0, 1, 64}, Shape{16, 1, 80, 0, 16, 64},
+        // DeepSeek-V2/V3's latent: 512 + 64 rope, value the
+        // first 512; V2-Lite's 16 and V3's 128 heads over one.
+        Shape{16, 1, 576, 0, 16, 512}, Shape{16, 1, 576, 0, 1, 512}, Shape{128, 1, 576, 0, 16, 512},
+        // Awkward widths: not multiples of 16, k != v inside
+        // the key row and separate, GQA on wide rows, a
+        // window on the wide path, the widest extend tile
+        // (640, separate value) with an odd group.
+        Shape{8, 1, 200, 0, 16, 136}, Shape{6, 2, 200, 0, 1, 0, 136},
+        Shape{8, 2, 576, 0, 16, 0, 512}, Shape{4, 1, 328, 50, 1, 264},
+        Shape{3, 1, 640, 0, 1, 0, 640},
+        // gpt-oss: sinks, with and without a window, GQA and MHA; Gemma 2-style
+        // soft-capping (also on a 256-wide head, Gemma 3's width).
+        Shape{4, 2, 64, 8, 16, 0, 0, true}, Shape{8, 8, 64, 0, 1, 0, 0, true},
+        Shape{6, 2, 32, 9, 1, 0, 0, true, 30.0f}, Shape{4, 1, 256, 100, 16, 0, 0, false, 50.0f},
+        // The register-tiled extend kernel's widths with a soft cap and with
+        // sinks under a window.
+        Shape{4, 2, 128, 0, 16, 0, 0, false, 30.0f}, Shape{4, 2, 64, 20, 1, 0, 0, false, 30.0f},
+        Shape{8, 2, 128, 70, 1, 0, 0, true}),
     [](const testing::TestParamInfo<Shape>& info) {
       const Shape& s = info.param;
       return "hq" + std::to_string(s.hq) + "_hkv" + std::to_string(s.hkv) + "_d" +
