@@ -59,11 +59,15 @@ struct DecodeWorkspace {
   // > 0: the CUDA-core lane kernel with this many keys loaded ahead per lane group (1, 2, 4,
   // 8), even where the tensor-core kernel applies (the bench compares them); 0: the default.
   int unroll = 0;
+  // Tiles of 64 keys in flight in the tensor-core kernel's cp.async ring (2, 3, 4); 0: the
+  // default.
+  int tile_stages = 0;
 };
 // Tuned on the H200 (bench sweep, docs/benchmarks-cuda.md): fewer keys in flight per lane
 // but more resident blocks won (2: 52% of copy bandwidth at 64 x 4096, 4: 37%, 8: 24%).
 constexpr int kDefaultDecodeUnroll = 2;
 constexpr int kDefaultDecodeBlocksPerSm = 4;
+constexpr int kDefaultDecodeTileStages = 3;
 void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                       const AttentionParams& p, const DecodeWorkspace& ws, bf16* out,
                       cudaStream_t stream);

@@ -217,24 +217,30 @@ int run(int argc, char** argv) {
   DeviceBuffer partial(size_t(batch) * hq * kMaxDecodeSplits * dv * 4),
       lse(size_t(batch) * hq * kMaxDecodeSplits * 4);
   const double kv_bytes = double(batch) * context * (width + (v_in_k ? 0 : v_width)) * 2 /*bf16*/;
-  auto measure = [&](int blocks_per_sm, int unroll, bool shipped) {
+  // unroll > 0: the lane kernel at that depth; else the shipped kernel, with `stages` tiles in
+  // flight when it is the tensor-core one.
+  auto measure = [&](int blocks_per_sm, int unroll, bool shipped, int stages = 0) {
     const int splits = choose_decode_splits(batch, hkv, context, sms, blocks_per_sm);
-    DecodeWorkspace ws{partial.as<float>(), lse.as<float>(), splits, unroll};
+    DecodeWorkspace ws{partial.as<float>(), lse.as<float>(), splits, unroll, stages};
     const double ms = median_ms(
         [&] { decode_attention(q.as<float>(), kv, pb, p, ws, out.as<bf16>(), nullptr); }, 5, 50);
     const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
     std::printf(
         "{\"shipped\": %s, \"batch\": %d, \"context\": %d, \"q_heads\": %d, \"kv_heads\": %d, "
         "\"head_dim\": %d, \"v_head_dim\": %d, \"v_in_k\": %s, "
-        "\"blocks_per_sm\": %d, \"unroll\": %d, \"splits\": %d, \"kv_bytes\": %.0f, \"median_ms\": "
+        "\"blocks_per_sm\": %d, \"unroll\": %d, \"tile_stages\": %d, \"splits\": %d, \"kv_bytes\": "
+        "%.0f, \"median_ms\": "
         "%.4f, "
         "\"achieved_GBps\": %.1f, \"copy_GBps\": %.1f, \"fraction_of_copy\": %.3f}\n",
         shipped ? "true" : "false", batch, context, hq, hkv, d, dv, v_in_k ? "true" : "false",
-        blocks_per_sm, unroll, splits, kv_bytes, ms, gbs, copy_gbs, gbs / copy_gbs);
+        blocks_per_sm, unroll, stages, splits, kv_bytes, ms, gbs, copy_gbs, gbs / copy_gbs);
   };
   measure(0, 0, true);
   // The unroll depth only applies to 128-wide rows; wider ones sweep the split target alone.
   const bool narrow = std::max(d, dv) <= 128;
+  if (narrow && !v_in_k)  // the tensor-core kernel's layouts: its ring depth
+    for (int blocks_per_sm : {2, 4, 8, 16})
+      for (int stages : {2, 3, 4}) measure(blocks_per_sm, 0, false, stages);
   for (int blocks_per_sm : {2, 4, 8, 16})
     for (int unroll : {1, 2, 4})
       if (narrow || unroll == 1) measure(blocks_per_sm, narrow ? unroll : 0, false);

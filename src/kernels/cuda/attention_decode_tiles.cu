@@ -21,9 +21,7 @@ namespace {
 
 constexpr int kWarps = 4, kRows = 16;  // rows: query heads of a group, zero-padded to 16
 constexpr int kTileKeys = 64, kWarpKeys = kTileKeys / kWarps;
-constexpr int kStages = 3;
-
-template <int D>
+template <int D, int kStages>
 constexpr size_t ring_bytes() {
   return size_t(kStages) * 2 /*K, V*/ * kTileKeys * (D + 8) * sizeof(bf16);
 }
@@ -32,7 +30,7 @@ constexpr size_t merge_bytes() {  // per warp: O [16][D], then max and sum per r
   return size_t(kWarps) * (kRows * D + 2 * kRows) * sizeof(float);
 }
 
-template <int D>
+template <int D, int kStages>
 __global__ __launch_bounds__(kWarps *
                              32) void decode_tiles_kernel(const float* q, DeviceKV kv,
                                                           PagedBatch batch, AttentionParams p,
@@ -211,18 +209,33 @@ __global__ __launch_bounds__(kWarps *
   }
 }
 
-template <int D>
+template <int D, int kStages>
 void launch_decode_tiles(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                          const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream) {
-  constexpr size_t smem = std::max(ring_bytes<D>(), merge_bytes<D>());
+  constexpr size_t smem = std::max(ring_bytes<D, kStages>(), merge_bytes<D>());
   static_assert(smem <= 227 * 1024, "decode ring exceeds a block's shared memory");
-  STRATA_CUDA_CHECK(cudaFuncSetAttribute(
-      decode_tiles_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  STRATA_CUDA_CHECK(cudaFuncSetAttribute(decode_tiles_kernel<D, kStages>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
   const int group = p.num_q_heads / kv.num_kv_heads;
   const dim3 grid(batch.batch, kv.num_kv_heads * ((group + kRows - 1) / kRows), ws.num_splits);
-  decode_tiles_kernel<D><<<grid, kWarps * 32, smem, stream>>>(q, kv, batch, p, ws.num_splits,
-                                                              ws.partial_out, ws.partial_lse);
+  decode_tiles_kernel<D, kStages><<<grid, kWarps * 32, smem, stream>>>(
+      q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse);
   STRATA_CUDA_CHECK_LAUNCH();
+}
+
+template <int D>
+void launch_decode_tiles_depth(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                               const AttentionParams& p, const DecodeWorkspace& ws,
+                               cudaStream_t stream) {
+  switch (ws.tile_stages) {
+    case 2:
+      return launch_decode_tiles<D, 2>(q, kv, batch, p, ws, stream);
+    case 4:
+      return launch_decode_tiles<D, 4>(q, kv, batch, p, ws, stream);
+    default:
+      return launch_decode_tiles<D, kDefaultDecodeTileStages>(q, kv, batch, p, ws, stream);
+  }
 }
 
 }  // namespace
@@ -230,9 +243,9 @@ void launch_decode_tiles(const float* q, const DeviceKV& kv, const PagedBatch& b
 void decode_tiles_stage1(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                          const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream) {
   if (kv.k_head_dim == 128)
-    launch_decode_tiles<128>(q, kv, batch, p, ws, stream);
+    launch_decode_tiles_depth<128>(q, kv, batch, p, ws, stream);
   else
-    launch_decode_tiles<64>(q, kv, batch, p, ws, stream);
+    launch_decode_tiles_depth<64>(q, kv, batch, p, ws, stream);
 }
 
 }  // namespace strata::cuda::attention_detail
