@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # One command on the H200: the GPU tests, then the benchmarks of
 # docs/benchmarks-cuda.md. Logs and JSON results go to $OUT (default ./cuda-out).
-#   bench/cuda_device_run.sh [tests|bench|serving|deepseek|hybrid|families|peer|profile|all] [output_len]
+#   bench/cuda_device_run.sh [tests|bench|serving|deepseek|hybrid|families|peer|profile|attention|all] [output_len]
+# attention: the tensor-core attention kernels alone (extend on an 8192 causal square; the
+# decode kernel's sweep at 64 x 4096, 8 x 32768, 64/256/1 x 1100), then strata's decode at
+# batch 1/8/64/256 (1024 in) and prefill 1 x 8192 / 8 x 1024 with the compiled torch peer at
+# the same shapes, in this one command (needs BUNDLE_KERNEL_BENCH=1).
 # families: gpt-oss-20b (and FAMILY_CONFIGS) decode at batch 1/8/64, 1024 in, dummy weights, and
 # transformers on the same GPU.
 # schema: serving decode with and without a JSON schema (structured output's masks on the GPU),
@@ -124,6 +128,29 @@ if [ "$what" = schema ]; then
   serve_and_bench --enable-jump-forward "keys schema, jump-forward" \
     "{\"sampling_params\": {\"json_schema\": $keys}}"
   tail -3 "$OUT/serve_schema.log"
+fi
+
+if [ "$what" = attention ]; then
+  for shape in "64 4096" "8 32768" "64 1100" "256 1100" "1 1100"; do
+    kernel_bench $shape >>"$OUT/decode_kernel.jsonl"
+  done
+  kernel_bench extend 8192 | tee "$OUT/extend_kernel.jsonl"
+  for b in 1 8 64 256; do
+    timeout 120 "$bin/strata" bench-one-batch --model $config --load-format dummy --device cuda \
+      --batch-size $b --input-len 1024 --output-len "$output_len" --json | tee -a "$OUT/strata_decode.jsonl"
+  done
+  for shape in "1 8192" "8 1024"; do
+    set -- $shape
+    timeout 120 "$bin/strata" bench-one-batch --model $config --load-format dummy --device cuda \
+      --batch-size $1 --input-len $2 --output-len 1 --json | tee -a "$OUT/strata_prefill.jsonl"
+  done
+  PYTHONUNBUFFERED=1 timeout 330 python3 bench/torch_decode_peer.py $config --batch-size 1 8 64 256 \
+    --input-len 1024 --output-len "$output_len" 2>"$OUT/peer.err" | tee "$OUT/peer.jsonl"
+  for shape in "1 8192" "8 1024"; do
+    set -- $shape
+    PYTHONUNBUFFERED=1 timeout 100 python3 bench/torch_decode_peer.py $config --batch-size $1 \
+      --input-len $2 --output-len 4 2>>"$OUT/peer.err" | tee -a "$OUT/peer_prefill.jsonl"
+  done
 fi
 
 if [ "$what" = profile ]; then

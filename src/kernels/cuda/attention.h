@@ -63,11 +63,15 @@ struct DecodeWorkspace {
   // default.
   int tile_stages = 0;
 };
-// Tuned on the H200 (bench sweep, docs/benchmarks-cuda.md): fewer keys in flight per lane
-// but more resident blocks won (2: 52% of copy bandwidth at 64 x 4096, 4: 37%, 8: 24%).
+// Tuned on the H200 (bench sweeps, docs/benchmarks-cuda.md). Lane kernel: fewer keys in
+// flight per lane but more resident blocks won (2: 52% of copy bandwidth at 64 x 4096, 4: 37%,
+// 8: 24%). Tensor-core kernel: two tiles in the ring (more shared memory per block cost more
+// in resident blocks than the deeper ring gained: 2 stages 87%, 3: 79%, 4: 50% at 64 x 4096
+// with a split target of 8 blocks per SM; 87% at 8 x 32768, 79% at 256 x 1100). The lane
+// kernel is within a point at either split target.
 constexpr int kDefaultDecodeUnroll = 2;
-constexpr int kDefaultDecodeBlocksPerSm = 4;
-constexpr int kDefaultDecodeTileStages = 3;
+constexpr int kDefaultDecodeBlocksPerSm = 8;
+constexpr int kDefaultDecodeTileStages = 2;
 void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                       const AttentionParams& p, const DecodeWorkspace& ws, bf16* out,
                       cudaStream_t stream);
