@@ -80,8 +80,11 @@ void quantize_group(const float* rows, int64_t count, int64_t k, uint8_t* group)
       if (lane >= count) continue;
       const int64_t c0 = b * kBlockCols;
       int32_t unused_sum;
-      quantize_block(rows + lane * k + c0, std::min(kBlockCols, k - c0), q, &scales[lane],
-                     &unused_sum);
+      const int64_t len = std::min(kBlockCols, k - c0);
+      if (len == kBlockCols && has_avx512bw())
+        quantize_block64_avx512(rows + lane * k + c0, q, &scales[lane], &unused_sum);
+      else
+        quantize_block(rows + lane * k + c0, len, q, &scales[lane], &unused_sum);
       for (int64_t c = 0; c < kBlockCols; ++c)
         tile[(c / 4) * kTileRowBytes + lane * 4 + c % 4] = static_cast<uint8_t>(q[c] + 128);
     }
