@@ -482,6 +482,11 @@ std::vector<BadInput> bad_inputs() {
       // SGLang flags strata takes only at its own value: refused, naming what it does instead
       {"flag", "ServeDtype", {}, serve + " --dtype float16", {"--dtype float16", "auto"}},
       {"flag",
+       "ServeQuantization",
+       {},
+       serve + " --quantization fp8",
+       {"--quantization 'fp8' is unknown", "int8, w8a8_int8"}},
+      {"flag",
        "ServeKvDtype",
        {},
        serve + " --kv-cache-dtype fp8_e5m2",

@@ -45,6 +45,10 @@ double bf16_tolerance_share(const std::string& fixture);
 bool bf16_prefill_compared(const std::string& fixture, size_t prompt);
 // How many greedy steps of `prompt` are compared before a known router flip (-1: all).
 int bf16_greedy_steps_compared(const std::string& fixture, size_t prompt);
+// The same three for the CPU's int8 weights (--quantization int8).
+double int8_tolerance_share(const std::string& fixture);
+bool int8_prefill_compared(const std::string& fixture, size_t prompt);
+int int8_greedy_steps_compared(const std::string& fixture, size_t prompt);
 
 class GoldenTest : public testing::TestWithParam<GoldenCase> {
  protected:

@@ -50,6 +50,9 @@ void ModelFlags::add_to(CLI::App& app) {
                  "cache)");
   app.add_option("--dtype", dtype,
                  "weight storage: auto (f32 on cpu, bf16 on cuda) | bfloat16 | float32 (cpu)");
+  app.add_option("--quantization", quantization,
+                 "weight matrices quantized at load: none | int8 (cpu: int8 with a scale per 64 "
+                 "columns, activations quantized on the fly) | w8a8_int8 (SGLang's name for it)");
   app.add_option("--mamba-ssm-dtype", mamba_ssm_dtype,
                  "storage dtype of the SSM state: float32 | bfloat16");
   app.add_option("--mamba-radix-cache-strategy", mamba_radix_cache_strategy,
@@ -89,6 +92,7 @@ RunnerOptions ModelFlags::runner_options(const ModelConfig* config) const {
   o.max_mamba_cache_size = max_mamba_cache_size;
   o.mamba_ssm_dtype = mamba_ssm_dtype;
   o.dtype = dtype;
+  o.quantization = quantization;
   o.mamba_radix_cache_strategy = mamba_radix_cache_strategy;
   o.mamba_track_interval = mamba_track_interval;
   return o;

@@ -27,6 +27,7 @@ struct ModelFlags {
   int max_mamba_cache_size = 0;
   std::string mamba_ssm_dtype = "float32";
   std::string dtype = "auto";
+  std::string quantization = "none";
   std::string mamba_radix_cache_strategy = "auto";
   int mamba_track_interval = 256;
   // The log on stderr (core/log.h): the load progress, the startup configuration and memory

@@ -27,8 +27,18 @@ size_t dtype_size(DType t) {
       return 1;
     case DType::F64:
       return 8;
+    case DType::Q8:
+      return 1;
   }
   return 0;
+}
+
+size_t storage_bytes(DType t, int64_t rows, int64_t cols) {
+  if (t != DType::Q8) return static_cast<size_t>(rows * cols) * dtype_size(t);
+  const int64_t groups = (rows + kQ8GroupRows - 1) / kQ8GroupRows;
+  const int64_t blocks = (cols + kQ8BlockCols - 1) / kQ8BlockCols;
+  // Each block of a group: kQ8GroupRows x kQ8BlockCols int8 values, then a f32 scale per row.
+  return static_cast<size_t>(groups * blocks * kQ8GroupRows * (kQ8BlockCols + 4));
 }
 
 std::string dtype_name(DType t) {
@@ -51,6 +61,8 @@ std::string dtype_name(DType t) {
       return "BOOL";
     case DType::F64:
       return "F64";
+    case DType::Q8:
+      return "Q8";
   }
   return "?";
 }

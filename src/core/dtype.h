@@ -5,9 +5,19 @@
 
 namespace strata {
 
-enum class DType { F32, F16, BF16, I64, I32, I8, U8, BOOL, F64 };
+// Q8 is no checkpoint dtype: it is how the CPU keeps weight matrices under --quantization int8,
+// int8 values with one f32 scale per kQ8BlockCols columns of a row, packed in groups of
+// kQ8GroupRows rows for its int8 dot products (kernels/cpu/int8_weights.h has the layout).
+enum class DType { F32, F16, BF16, I64, I32, I8, U8, BOOL, F64, Q8 };
 
+constexpr int64_t kQ8GroupRows = 16;  // weight rows a packed group holds (one per SIMD lane)
+constexpr int64_t kQ8BlockCols = 64;  // columns sharing one scale (one 64-byte vector)
+
+// Bytes per element (1 for Q8: its values; the scales come on top, see storage_bytes).
 size_t dtype_size(DType t);
+// Bytes a contiguous [rows, cols] tensor of `t` occupies: rows * cols * dtype_size, and for Q8
+// the packed layout's (rows and cols padded to whole groups and blocks, plus the scales).
+size_t storage_bytes(DType t, int64_t rows, int64_t cols);
 std::string dtype_name(DType t);
 // Parses a safetensors dtype string ("F32", "BF16", ...); returns false when unknown.
 bool parse_safetensors_dtype(const std::string& s, DType* out);

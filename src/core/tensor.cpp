@@ -19,7 +19,7 @@ Tensor::Tensor(std::vector<int64_t> shape, DType dtype) : shape_(std::move(shape
   const int64_t n = product(shape_);
   STRATA_CHECK(n >= 0, "negative shape {}", shape_str());
   // 64-byte aligned so that vector kernels may use aligned loads on any row start.
-  const size_t bytes = std::max<size_t>(static_cast<size_t>(n) * dtype_size(dtype), 64);
+  const size_t bytes = std::max<size_t>(storage_bytes(dtype, rows(), cols()), 64);
   void* p = ::operator new[](bytes, std::align_val_t{64});
   std::memset(p, 0, bytes);
   owner_ = std::shared_ptr<void>(p, [](void* q) { ::operator delete[](q, std::align_val_t{64}); });
@@ -71,6 +71,7 @@ std::string Tensor::describe() const {
 }
 
 Tensor Tensor::slice_cols(int64_t start, int64_t width) const {
+  STRATA_CHECK(dtype_ != DType::Q8, "columns of a packed {} matrix", describe());
   STRATA_CHECK(start >= 0 && width >= 0 && start + width <= cols(), "columns [{}, {}) of {}", start,
                start + width, describe());
   std::vector<int64_t> shape = shape_;
@@ -82,6 +83,8 @@ Tensor Tensor::slice_cols(int64_t start, int64_t width) const {
 Tensor Tensor::slice_rows(int64_t start, int64_t count) const {
   STRATA_CHECK(ndim() >= 1 && start >= 0 && count >= 0 && start + count <= shape_[0],
                "rows [{}, {}) of {}", start, start + count, describe());
+  // A packed matrix's rows are interleaved in groups: its kernels take a first row instead.
+  STRATA_CHECK(dtype_ != DType::Q8, "rows of a packed {} matrix", describe());
   std::vector<int64_t> shape = shape_;
   shape[0] = count;
   const int64_t step = contiguous() ? row_size() : row_stride_;
@@ -94,6 +97,8 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
   STRATA_CHECK(product(shape) == numel(), "reshape {} -> {}", shape_str(), shape_to_string(shape));
   STRATA_CHECK(contiguous() || (!shape.empty() && shape.back() == cols()),
                "reshape of a strided {} tensor to {}", describe(), shape_to_string(shape));
+  STRATA_CHECK(dtype_ != DType::Q8 || (!shape.empty() && shape.back() == cols()),
+               "reshape of a packed {} matrix to {}", describe(), shape_to_string(shape));
   Tensor t = *this;
   t.shape_ = std::move(shape);
   return t;
@@ -102,6 +107,10 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
 Tensor Tensor::clone() const {
   STRATA_CHECK(on_host(), "clone() of a {} tensor: copy it through its device's ops", describe());
   Tensor t(shape_, dtype_);
+  if (dtype_ == DType::Q8) {  // packed: always contiguous
+    std::memcpy(t.data_, data_, bytes());
+    return t;
+  }
   const size_t row_bytes = static_cast<size_t>(cols()) * dtype_size(dtype_);
   for (int64_t r = 0; r < rows(); ++r)
     std::memcpy(static_cast<char*>(t.data_) + r * row_bytes,

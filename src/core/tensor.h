@@ -58,7 +58,7 @@ class Tensor {
   // Elements between the starts of consecutive rows of the rows x cols view.
   int64_t row_stride() const { return row_stride_ > 0 ? row_stride_ : cols(); }
   bool contiguous() const { return row_stride() == cols(); }
-  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  size_t bytes() const { return storage_bytes(dtype_, rows(), cols()); }
   std::string shape_str() const;
   std::string describe() const;  // "bf16[4, 128] on cuda:0"
 

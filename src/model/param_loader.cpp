@@ -18,7 +18,9 @@ Tensor ParamLoader::matrix(const std::vector<std::string>& prefixes, int64_t in,
   for (int64_t o : outs) rows += o;
   Tensor host({rows, in});
   int64_t row = 0;
-  if (dummy_) {
+  // Packed int8 matrices interleave their rows in groups, so the parts cannot be made in
+  // place: they take the host path below (DummyWeights gives the same values).
+  if (dummy_ && ops_.weight_dtype() != DType::Q8) {
     // Made on the device part by part, each part the values of its own name.
     Tensor out = ops_.allocate({rows, in}, ops_.weight_dtype());
     for (size_t i = 0; i < prefixes.size(); ++i) {

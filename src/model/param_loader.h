@@ -2,10 +2,10 @@
 // ParamLoader: the one loader of a stage's parameters. Layers ask it for their tensors by
 // checkpoint name and shape; it reads them through the WeightSource (names, shapes and errors
 // as the checkpoint has them) and puts them on the stage's device in that device's dtype:
-// matrices in Ops::weight_dtype() (f32 on the CPU reference, bf16 on CUDA), vectors (norm
-// weights, biases, router biases) in f32. With --load-format dummy, matrices are made on the
-// device itself (Ops::fill_dummy: the same values on every device), vectors by the dummy rule
-// of DummyWeights (norms 1, biases 0).
+// matrices in Ops::weight_dtype() (f32 on the CPU reference, bf16 on CUDA, bf16 or int8 on the
+// CPU when asked), vectors (norm weights, biases, router biases) in f32. With --load-format
+// dummy, matrices are made on the device itself (Ops::fill_dummy: the same values on every
+// device), vectors by the dummy rule of DummyWeights (norms 1, biases 0).
 #include <functional>
 #include <string>
 #include <vector>
@@ -52,7 +52,7 @@ class ParamLoader {
   }
   // A host tensor made at load time, put on the device (in `dtype`).
   Tensor upload(const Tensor& host, DType dtype) {
-    placed(host.numel(), static_cast<size_t>(host.numel()) * dtype_size(dtype));
+    placed(host.numel(), storage_bytes(dtype, host.rows(), host.cols()));
     return ops_.upload(host, dtype);
   }
   Tensor upload_matrix(const Tensor& host) { return upload(host, ops_.weight_dtype()); }

@@ -1,7 +1,10 @@
 // CpuOps: the reference implementation of the ops interface. f32 throughout, on host memory;
 // the kernels live in kernels/cpu (OpenBLAS sgemm and a skinny decode GEMM, OpenMP loops).
 // Weight matrices may instead be kept in bf16 (--dtype bfloat16): half the bytes a decode step
-// streams; they are widened to f32 as they are read, so activations and sums stay f32.
+// streams; they are widened to f32 as they are read, so activations and sums stay f32. Or in
+// int8 with a scale per row and 64 columns (--quantization int8, DType::Q8: kernels/cpu/
+// int8_weights.h), quantized as they are put here; the activations a product reads are
+// quantized on the fly, its outputs are f32.
 // Strided inputs are copied to contiguous scratch where a kernel wants rows back to back.
 #include <algorithm>
 #include <cmath>
@@ -10,6 +13,7 @@
 #include "core/dummy_random.h"
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/int8_weights.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/routing_rope.h"
 #include "kernels/gated_activation_math.h"
@@ -29,18 +33,44 @@ void check_host_f32(const Tensor& t, const char* what) {
                t.describe());
 }
 
-void check_host_weight(const Tensor& w, const char* what) {
-  STRATA_CHECK(w.on_host() && (w.dtype() == DType::F32 || w.dtype() == DType::BF16),
-               "cpu op {}: a {} weight", what, w.describe());
+// The dtypes CpuOps keeps weight matrices in.
+bool cpu_weight_dtype(DType d) {
+  return d == DType::F32 || d == DType::BF16 || d == DType::Q8;
 }
 
-// y[m, n] = x[m, k] . W^T (+ bias) for the n x k weight block `offset` elements into w.
-void weight_linear(const float* x, int64_t m, int64_t k, const Tensor& w, int64_t offset, int64_t n,
+void check_host_weight(const Tensor& w, const char* what) {
+  STRATA_CHECK(w.on_host() && cpu_weight_dtype(w.dtype()), "cpu op {}: a {} weight", what,
+               w.describe());
+}
+
+// y[m, n] = x[m, k] . W^T (+ bias) for rows [row0, row0 + n) of the weight w (k columns).
+void weight_linear(const float* x, int64_t m, int64_t k, const Tensor& w, int64_t row0, int64_t n,
                    const float* bias, float* y) {
-  if (w.dtype() == DType::BF16)
-    cpu::linear_bf16(x, m, k, w.ptr<uint16_t>() + offset, n, bias, y);
+  if (w.dtype() == DType::Q8)
+    cpu::linear_int8(x, m, k, w.ptr<uint8_t>(), row0, n, bias, y);
+  else if (w.dtype() == DType::BF16)
+    cpu::linear_bf16(x, m, k, w.ptr<uint16_t>() + row0 * k, n, bias, y);
   else
-    cpu::linear(x, m, k, w.ptr<float>() + offset, n, bias, y);
+    cpu::linear(x, m, k, w.ptr<float>() + row0 * k, n, bias, y);
+}
+
+// Fills the int8 matrix `out` [rows, cols] with the values row(r, values) writes (cols floats
+// of row r), quantized.
+template <typename RowValues>
+void quantize_into(Tensor& out, RowValues row) {
+  const int64_t rows = out.rows(), cols = out.cols();
+  const int64_t group_bytes = cpu::int8::group_bytes(cols);
+#pragma omp parallel
+  {
+    std::vector<float> values(static_cast<size_t>(cpu::int8::kGroupRows * cols));
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < cpu::int8::groups(rows); ++g) {
+      const int64_t r0 = g * cpu::int8::kGroupRows;
+      const int64_t count = std::min(cpu::int8::kGroupRows, rows - r0);
+      for (int64_t r = 0; r < count; ++r) row(r0 + r, values.data() + r * cols);
+      cpu::int8::quantize_group(values.data(), count, cols, out.ptr<uint8_t>() + g * group_bytes);
+    }
+  }
 }
 
 // x as a contiguous host f32 tensor (itself when it already is one).
@@ -83,8 +113,8 @@ float gated_value(Activation act, float gate, float up) {
 class CpuOps : public Ops {
  public:
   explicit CpuOps(DType weight_dtype) : weight_dtype_(weight_dtype) {
-    STRATA_CHECK(weight_dtype == DType::F32 || weight_dtype == DType::BF16,
-                 "the CPU keeps weights in f32 or bf16, not {}", dtype_name(weight_dtype));
+    STRATA_CHECK(cpu_weight_dtype(weight_dtype), "the CPU keeps weights in f32, bf16 or Q8, not {}",
+                 dtype_name(weight_dtype));
   }
   Device device() const override { return Device::host(); }
   DType weight_dtype() const override { return weight_dtype_; }
@@ -98,10 +128,18 @@ class CpuOps : public Ops {
   }
   Tensor upload(const Tensor& host, DType dtype) override {
     check_host_f32(host, "upload");
-    STRATA_CHECK(dtype == DType::F32 || dtype == DType::BF16,
-                 "the CPU keeps weights in f32 or bf16, asked for {}", dtype_name(dtype));
+    STRATA_CHECK(cpu_weight_dtype(dtype), "the CPU keeps weights in f32, bf16 or Q8, asked for {}",
+                 dtype_name(dtype));
     if (dtype == DType::F32) return host;  // already where it belongs: shared, not copied
     const Tensor src = contiguous(host);
+    if (dtype == DType::Q8) {
+      STRATA_CHECK(src.ndim() == 2, "int8 weights are matrices, not {}", src.describe());
+      Tensor out(src.shape(), DType::Q8);
+      quantize_into(out, [&](int64_t r, float* values) {
+        std::memcpy(values, src.row(r), sizeof(float) * src.cols());
+      });
+      return out;
+    }
     Tensor out(src.shape(), DType::BF16);
     uint16_t* dst = out.ptr<uint16_t>();
     const float* from = src.data();
@@ -141,6 +179,13 @@ class CpuOps : public Ops {
   }
   void fill_dummy(Tensor& t, uint64_t stream, float stddev) override {
     STRATA_CHECK(t.contiguous(), "fill_dummy of a strided tensor");
+    if (t.dtype() == DType::Q8) {  // int8 weights: the f32 values, quantized
+      const int64_t cols = t.cols();
+      quantize_into(t, [&](int64_t r, float* values) {
+        for (int64_t c = 0; c < cols; ++c) values[c] = dummy_value(stream, r * cols + c, stddev);
+      });
+      return;
+    }
     if (t.dtype() == DType::BF16 && t.on_host()) {  // bf16 weights: the f32 values, rounded
       uint16_t* p = t.ptr<uint16_t>();
 #pragma omp parallel for schedule(static)
@@ -188,7 +233,7 @@ class CpuOps : public Ops {
     for (int h = 0; h < heads; ++h) {
       for (int64_t r = 0; r < rows; ++r)
         std::memcpy(xh.data() + r * k, xc.data() + r * xc.cols() + h * k, sizeof(float) * k);
-      weight_linear(xh.data(), rows, k, w, h * n * k, n, nullptr, yh.data());
+      weight_linear(xh.data(), rows, k, w, h * n, n, nullptr, yh.data());
       for (int64_t r = 0; r < rows; ++r)
         std::memcpy(y.ptr<float>() + r * y.row_stride() + h * n, yh.data() + r * n,
                     sizeof(float) * n);
@@ -327,7 +372,9 @@ class CpuOps : public Ops {
     for (int64_t i = 0; i < ids.numel(); ++i) {
       STRATA_CHECK(id[i] >= 0 && id[i] < vocab, "token id {} outside vocabulary {}", id[i], vocab);
       float* dst = out.ptr<float>() + i * out.row_stride();
-      if (table.dtype() == DType::BF16) {
+      if (table.dtype() == DType::Q8) {
+        cpu::int8::dequantize_row(table.ptr<uint8_t>(), width, id[i], dst);
+      } else if (table.dtype() == DType::BF16) {
         const uint16_t* row = table.ptr<uint16_t>() + int64_t{id[i]} * width;
         for (int64_t d = 0; d < width; ++d) dst[d] = bf16_to_f32(row[d]);
       } else {
@@ -373,16 +420,14 @@ class CpuOps : public Ops {
         std::memcpy(in_rows_buf.data() + j * hidden, xc.row(pairs[j] / k), sizeof(float) * hidden);
       const float* b_in = w.b_in.empty() ? nullptr : w.b_in.data() + e * in_rows;
       const float* b_down = w.b_down.empty() ? nullptr : w.b_down.data() + e * hidden;
-      weight_linear(in_rows_buf.data(), n, hidden, w.w_in, e * in_rows * hidden, in_rows, b_in,
-                    h.data());
+      weight_linear(in_rows_buf.data(), n, hidden, w.w_in, e * in_rows, in_rows, b_in, h.data());
       for (int64_t j = 0; j < n; ++j)
         for (int64_t i = 0; i < inter; ++i) {
           const float g = h[j * in_rows + i];
           act[j * inter + i] = w.gated ? gated_value(w.activation, g, h[j * in_rows + inter + i])
                                        : apply(w.activation, g);
         }
-      weight_linear(act.data(), n, inter, w.w_down, e * hidden * inter, hidden, b_down,
-                    out_rows.data());
+      weight_linear(act.data(), n, inter, w.w_down, e * hidden, hidden, b_down, out_rows.data());
       for (int64_t j = 0; j < n; ++j) {
         float* o = out.ptr<float>() + (pairs[j] / k) * out.row_stride();
         const float wgt = weights.ptr<float>()[pairs[j]];

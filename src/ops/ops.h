@@ -94,7 +94,8 @@ class Ops {
  public:
   virtual ~Ops() = default;
   virtual Device device() const = 0;
-  // The dtype matrices are stored in (f32 on the CPU reference, bf16 on CUDA).
+  // The dtype matrices are stored in (f32 on the CPU reference, bf16 on CUDA; bf16 or Q8 on
+  // the CPU as --dtype / --quantization choose).
   virtual DType weight_dtype() const = 0;
   // The dtype of activations that feed a GEMM: outputs of norms, activations, attention.
   virtual DType activation_dtype() const = 0;
@@ -214,8 +215,9 @@ class Ops {
   virtual void logprobs(const Tensor& logits, const Tensor& ids, int top_n, Tensor& out) = 0;
 };
 
-// The reference implementation (kernels/cpu); `weight_dtype` f32 (the reference) or bf16
-// (weight matrices in bf16, widened as they are read: --dtype bfloat16).
+// The reference implementation (kernels/cpu); `weight_dtype` f32 (the reference), bf16
+// (weight matrices in bf16, widened as they are read: --dtype bfloat16) or Q8 (int8 with
+// per-block scales, activations quantized as a product reads them: --quantization int8).
 std::unique_ptr<Ops> make_cpu_ops(DType weight_dtype = DType::F32);
 
 }  // namespace strata

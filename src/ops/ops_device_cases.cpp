@@ -39,6 +39,11 @@ DType dt(const Ops& ops, DType want) {
 Tensor put(Ops& ops, const Tensor& host, DType want) {
   return ops.device().is_host() ? host.clone() : ops.upload(host, want);
 }
+// A weight matrix in the ops' weight dtype (CpuOps may keep it in bf16 or int8: put would
+// hand it the f32 host tensor).
+Tensor put_weight(Ops& ops, const Tensor& host) {
+  return ops.upload(host.clone(), ops.weight_dtype());
+}
 Tensor get(Ops& ops, const Tensor& t) {
   return ops.device().is_host() ? t.clone() : ops.to_host(t);
 }
@@ -128,7 +133,7 @@ void memory_cases(std::vector<Case>& cases) {
   for (int64_t t : {1, 37})
     for (int64_t width : {64, 257})
       add(cases, fmt::format("embedding_t{}_w{}", t, width), 1e-7, [=](Ops& ops, Rng& rng) {
-        const Tensor table = put(ops, random({1000, width}, rng), ops.weight_dtype());
+        const Tensor table = put_weight(ops, random({1000, width}, rng));
         std::vector<int32_t> ids(t);
         for (auto& i : ids) i = rng.below(1000);
         Tensor out = ops.empty({t, width});
@@ -289,8 +294,8 @@ void linear_cases(std::vector<Case>& cases) {
             yd == BF16 ? 1e-2 : 1e-3, [=](Ops& ops, Rng& rng) {
               const Tensor xb = put(ops, random({rows, s.in + (x_strided ? 9 : 0)}, rng), xd);
               const Tensor x = x_strided ? xb.slice_cols(4, s.in) : xb;
-              const Tensor w = put(ops, random({s.out, s.in}, rng, 1.0f / std::sqrt(float(s.in))),
-                                   ops.weight_dtype());
+              const Tensor w =
+                  put_weight(ops, random({s.out, s.in}, rng, 1.0f / std::sqrt(float(s.in))));
               const Tensor b = put(ops, random({s.out}, rng, 0.5f), F32);
               Tensor yb = put(ops, random({rows, s.out + (y_strided ? 6 : 0)}, rng), yd);
               Tensor y = y_strided ? yb.slice_cols(3, s.out) : yb;
@@ -309,8 +314,7 @@ void linear_cases(std::vector<Case>& cases) {
             d == BF16 ? 1e-2 : 1e-3, [=](Ops& ops, Rng& rng) {
               const Tensor x = put(ops, random({rows, h.heads * h.k}, rng), d);
               const Tensor w =
-                  put(ops, random({h.heads * h.n, h.k}, rng, 1.0f / std::sqrt(float(h.k))),
-                      ops.weight_dtype());
+                  put_weight(ops, random({h.heads * h.n, h.k}, rng, 1.0f / std::sqrt(float(h.k))));
               Tensor y = ops.empty({rows, h.heads * h.n}, dt(ops, d));
               ops.head_linear(x, w, h.heads, y);
               return Outputs{get(ops, y)};
@@ -521,10 +525,10 @@ void moe_cases(std::vector<Case>& cases) {
       ExpertWeights w;
       w.num_experts = x.e, w.hidden = static_cast<int>(x.hidden);
       w.intermediate = static_cast<int>(x.inter), w.gated = x.gated, w.activation = x.act;
-      w.w_in = put(ops, random({x.e * in_rows, x.hidden}, rng, 1.0f / std::sqrt(float(x.hidden))),
-                   ops.weight_dtype());
-      w.w_down = put(ops, random({x.e * x.hidden, x.inter}, rng, 1.0f / std::sqrt(float(x.inter))),
-                     ops.weight_dtype());
+      w.w_in = put_weight(
+          ops, random({x.e * in_rows, x.hidden}, rng, 1.0f / std::sqrt(float(x.hidden))));
+      w.w_down =
+          put_weight(ops, random({x.e * x.hidden, x.inter}, rng, 1.0f / std::sqrt(float(x.inter))));
       if (x.bias) {
         w.b_in = put(ops, random({x.e * in_rows}, rng, 0.1f), F32);
         w.b_down = put(ops, random({x.e * x.hidden}, rng, 0.1f), F32);

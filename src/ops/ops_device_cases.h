@@ -1,7 +1,7 @@
 #pragma once
-// The op cases of ops_device_test.cpp (CpuOps against CudaOps) and ops_bf16_weights_test.cpp
-// (CpuOps with bf16 weights against f32): each builds its inputs from a seeded generator on the
-// ops it is given, runs one op and returns the outputs as host tensors.
+// The op cases of ops_device_test.cpp (CpuOps against CudaOps) and ops_weight_formats_test.cpp
+// (CpuOps with bf16 or int8 weights against f32): each builds its inputs from a seeded generator on
+// the ops it is given, runs one op and returns the outputs as host tensors.
 #include <cstdint>
 #include <functional>
 #include <ostream>

@@ -28,6 +28,21 @@ const std::vector<CapabilityRow>& capability_table() {
   // pool, so both strategies run wherever the recurrent ops do. no_buffer comes first: `auto`
   // picks it, as SGLang does.
   static const std::vector<CapabilityRow> kTable = {
+      // Weight quantization at load (RunnerOptions::weight_dtype, CpuOps' DType::Q8 and
+      // kernels/cpu/gemm_int8.cpp). `none` first: auto picks it. w8a8_int8 is SGLang's name
+      // for int8 weights with activations quantized on the fly (its scales are per channel and
+      // per token; strata's are per row and 64 columns, computed here at load).
+      {"quantization", "--quantization", "none", {"cpu", "cuda"}, "weights as --dtype keeps them"},
+      {"quantization",
+       "--quantization",
+       "int8",
+       {"cpu"},
+       "int8 weights with a scale per 64 columns and the CPU's VNNI / AVX2 int8 kernels"},
+      {"quantization",
+       "--quantization",
+       "w8a8_int8",
+       {"cpu"},
+       "int8 weights with a scale per 64 columns and the CPU's VNNI / AVX2 int8 kernels"},
       {"mamba_radix_cache_strategy",
        "--mamba-radix-cache-strategy",
        "no_buffer",

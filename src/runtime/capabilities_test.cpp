@@ -57,6 +57,35 @@ TEST(Capabilities, MambaCacheStrategyIsCheckedAgainstTheTable) {
   EXPECT_EQ(*check_capability_value(f, "some_buffer"), *unknown);
 }
 
+TEST(Capabilities, QuantizationIsCheckedAgainstTheTable) {
+  EXPECT_EQ(capability_values("quantization"),
+            (std::vector<std::string>{"none", "int8", "w8a8_int8"}));
+  RunnerOptions o;
+  EXPECT_EQ(problems(o, dense_config()), "");
+  EXPECT_EQ(o.weight_dtype(), DType::F32);
+  for (const char* name : {"int8", "w8a8_int8"}) {
+    o.quantization = name;
+    EXPECT_EQ(problems(o, dense_config()), "") << name;
+    EXPECT_EQ(o.weight_dtype(), DType::Q8) << name;
+  }
+  // On cuda: refused, naming the flag, the device and where it runs.
+  o.device = "cuda";
+  std::string e = problems(o, dense_config());
+  for (const char* part : {"--quantization w8a8_int8", "device cuda", "[cpu]", "none"})
+    EXPECT_NE(e.find(part), std::string::npos) << e;
+  // A value strata does not know lists the ones it does.
+  o.device = "cpu";
+  o.quantization = "fp8";
+  e = problems(o, dense_config());
+  for (const char* part : {"--quantization 'fp8' is unknown", "none, int8, w8a8_int8"})
+    EXPECT_NE(e.find(part), std::string::npos) << e;
+  // int8 and bf16 both say how the matrices are stored.
+  o.quantization = "int8";
+  o.dtype = "bfloat16";
+  e = problems(o, dense_config());
+  EXPECT_NE(e.find("--quantization int8 with --dtype bfloat16"), std::string::npos) << e;
+}
+
 TEST(Capabilities, RunnerOptionsValidateTheMambaFlagsBeforeLoading) {
   const ModelConfig hybrid = ModelConfig::load(test::fixture_dir("nemotron_h"));
   RunnerOptions o;

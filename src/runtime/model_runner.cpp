@@ -104,6 +104,17 @@ std::vector<std::string> RunnerOptions::problems(const ModelConfig& config) cons
     problems.push_back(
         "--dtype float32: the CUDA path keeps weights in bf16 (f32 sums); use --dtype auto or "
         "bfloat16, or --device cpu for f32 weights");
+  if (auto p = check_capability_value("quantization", quantization)) {
+    problems.push_back(*p);
+  } else if (auto q = check_capability("quantization", quantization, device)) {
+    problems.push_back(*q);
+  } else if (resolve_capability("quantization", quantization, device) != "none" &&
+             dtype == "bfloat16") {
+    problems.push_back(fmt::format(
+        "--quantization {} with --dtype bfloat16: both choose how the weight matrices are "
+        "stored (int8 keeps activations and everything else in f32); drop --dtype bfloat16",
+        quantization));
+  }
   // The Mamba cache flags matter only for models with recurrent layers; a typo is an error
   // for every model.
   const bool hybrid = !config.recurrent_layer_ids().empty();
@@ -145,6 +156,7 @@ int RunnerOptions::resolved_max_context_len(const ModelConfig& config) const {
 }
 
 DType RunnerOptions::weight_dtype() const {
+  if (resolve_capability("quantization", quantization, device) != "none") return DType::Q8;
   return dtype == "bfloat16" || (dtype == "auto" && device == "cuda") ? DType::BF16 : DType::F32;
 }
 

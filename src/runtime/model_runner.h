@@ -47,6 +47,11 @@ struct RunnerOptions {
   // --dtype: the weight matrices' storage. auto: f32 on cpu (the reference), bf16 on cuda;
   // bfloat16: bf16 on both (the CPU widens them to f32 as it reads them); float32: cpu only.
   std::string dtype = "auto";
+  // --quantization: none, or int8 (SGLang's w8a8_int8 is the same request): weight matrices
+  // quantized at load to int8 with an f32 scale per row and 64 columns (DType::Q8), activations
+  // quantized per row and block as each product reads them; cpu only (capability table).
+  std::string quantization = "none";
+  // The weight matrices' dtype: Q8 under --quantization int8, else as --dtype says.
   DType weight_dtype() const;
   std::string mamba_radix_cache_strategy = "auto";
   int mamba_track_interval = 256;

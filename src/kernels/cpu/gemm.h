@@ -14,8 +14,15 @@ void linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, con
 // AVX2 where the CPU has them (a portable loop elsewhere); larger ones widen panels of weight
 // rows to f32 and hand them to OpenBLAS.
 // `simd` caps the instruction set the decode kernel uses (tests run every level the CPU has).
-enum class Simd { Best, Avx2, Portable };
+enum class Simd { Best, Avx512, Avx2, Portable };
 void linear_bf16(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                 const float* bias, float* y, Simd simd = Simd::Best);
+
+// The same with int8 weights (DType::Q8, packed as kernels/cpu/int8_weights.h describes):
+// rows [row0, row0 + n) of the packed matrix of k columns in `w`. x is quantized to int8 per
+// row and block of 64 on the fly; the products are int32 per block, scaled and summed in f32
+// (AVX-512 VNNI, AVX2 or portable kernels, all computing the same integers).
+void linear_int8(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t row0, int64_t n,
                  const float* bias, float* y, Simd simd = Simd::Best);
 
 // y[m, n] = x[m, k] . w[k, n]

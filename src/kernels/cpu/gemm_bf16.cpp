@@ -57,7 +57,8 @@ __attribute__((target("avx512f"))) void skinny_avx512(const float* x, int64_t k,
 void decode_rows(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y,
                  Simd simd) {
   skinny::with_rows(m, [&]<int R>() {
-    if (simd == Simd::Best && has_avx512()) return skinny_avx512<R>(x, k, w, n, y);
+    if ((simd == Simd::Best || simd == Simd::Avx512) && has_avx512())
+      return skinny_avx512<R>(x, k, w, n, y);
     if (simd != Simd::Portable && skinny::has_avx2_fma()) return skinny::avx2<R>(x, k, w, n, y);
     skinny::portable(x, R, k, w, n, y);
   });

@@ -41,7 +41,7 @@ TEST(CpuLinear, MatchesReferenceOnAwkwardSizes) {
 TEST(CpuLinearBf16, MatchesTheProductWithRoundedWeightsAtEveryLevel) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (Simd simd : {Simd::Best, Simd::Avx2, Simd::Portable})
+  for (Simd simd : {Simd::Best, Simd::Avx512, Simd::Avx2, Simd::Portable})
     for (int64_t m : {1, 2, 4, 7, 8, 9, 33}) {
       for (auto [k, n] :
            {std::pair<int64_t, int64_t>{1, 1}, {15, 3}, {16, 5}, {37, 129}, {300, 67}}) {

@@ -1,9 +1,11 @@
-// The golden fixtures with bf16 weights, against the same transformers references as
-// golden_dense_test.cpp and golden_hybrid_test.cpp: on the GPU (--device cuda), dense and hybrid,
-// whose path keeps weights, GEMM inputs and the KV cache in bf16 (f32 accumulation, f32 residual
-// stream), and on the CPU with --dtype bfloat16 (bf16 weights only: activations, sums and the KV
-// cache stay f32). Both match within a bf16 tolerance, not the CPU reference's 1e-3:
-//   max |logit - reference| <= bf16_tolerance_share(fixture) * std(reference logits)
+// The golden fixtures with reduced-precision weights, against the same transformers references
+// as golden_dense_test.cpp and golden_hybrid_test.cpp: on the GPU (--device cuda), dense and
+// hybrid, whose path keeps weights, GEMM inputs and the KV cache in bf16 (f32 accumulation, f32
+// residual stream), on the CPU with --dtype bfloat16 (bf16 weights only: activations, sums and
+// the KV cache stay f32) and on the CPU with --quantization int8 (int8 weights, the inputs of
+// every product quantized to int8 per row and 64 columns; sums, the residual stream and the KV
+// cache f32). Each matches within its format's tolerance, not the CPU reference's 1e-3:
+//   max |logit - reference| <= tolerance_share(fixture) * std(reference logits)
 // (golden_suite.cpp: the shares, and the prompts a router flip leaves out, with their
 // measurements).
 // Greedy ids must equal the reference at every step whose reference margin (top-1 minus
@@ -35,18 +37,31 @@ double margin(const float* row, int vocab) {
   return v[0] - v[1];
 }
 
-// The checks, shared by both devices; each derived fixture picks its runner options.
-class GoldenBf16 : public testing::TestWithParam<GoldenCase> {
+// The checks, shared by every format; each derived fixture picks its runner options.
+class GoldenReducedPrecision : public testing::TestWithParam<GoldenCase> {
  protected:
-  void start(const std::string& device, const std::string& dtype) {
+  void start(const std::string& device, const std::string& dtype,
+             const std::string& quantization = "none") {
     ref_ = load_reference(golden_reference_fixture(GetParam().fixture));
     config_ = ModelConfig::load(golden_model_dir(GetParam().fixture));
     RunnerOptions o = default_options(GetParam().page_size);
     o.device = device;
     o.dtype = dtype;
+    o.quantization = quantization;
     runner_ = std::make_unique<ModelRunner>(config_, o);
-    tolerance_ = bf16_tolerance_share(GetParam().fixture) * logits_std(ref_.logits.back());
-    tag_ = device == "cuda" ? "cuda" : "cpu bf16";
+    int8_ = quantization != "none";
+    const double share =
+        int8_ ? int8_tolerance_share(GetParam().fixture) : bf16_tolerance_share(GetParam().fixture);
+    tolerance_ = share * logits_std(ref_.logits.back());
+    tag_ = int8_ ? "cpu int8" : device == "cuda" ? "cuda" : "cpu bf16";
+  }
+  bool prefill_compared(size_t prompt) const {
+    return int8_ ? int8_prefill_compared(GetParam().fixture, prompt)
+                 : bf16_prefill_compared(GetParam().fixture, prompt);
+  }
+  int greedy_steps_compared(size_t prompt) const {
+    return int8_ ? int8_greedy_steps_compared(GetParam().fixture, prompt)
+                 : bf16_greedy_steps_compared(GetParam().fixture, prompt);
   }
   void check_prefill_logits();
   void check_greedy_ids();
@@ -55,10 +70,11 @@ class GoldenBf16 : public testing::TestWithParam<GoldenCase> {
   ModelConfig config_;
   std::unique_ptr<ModelRunner> runner_;
   double tolerance_ = 0;
+  bool int8_ = false;
   std::string tag_;
 };
 
-class GoldenCuda : public GoldenBf16 {
+class GoldenCuda : public GoldenReducedPrecision {
  protected:
   void SetUp() override {
     std::string why;
@@ -67,16 +83,21 @@ class GoldenCuda : public GoldenBf16 {
   }
 };
 
-class GoldenCpuBf16 : public GoldenBf16 {
+class GoldenCpuBf16 : public GoldenReducedPrecision {
  protected:
   void SetUp() override { start("cpu", "bfloat16"); }
 };
 
+class GoldenCpuInt8 : public GoldenReducedPrecision {
+ protected:
+  void SetUp() override { start("cpu", "auto", "int8"); }
+};
+
 }  // namespace
 
-void GoldenBf16::check_prefill_logits() {
+void GoldenReducedPrecision::check_prefill_logits() {
   for (size_t i = 0; i < ref_.input_ids.size(); ++i) {
-    if (!bf16_prefill_compared(GetParam().fixture, i)) continue;
+    if (!prefill_compared(i)) continue;
     const Tensor logits = prefill_all_logits(*runner_, ref_.input_ids[i]);
     const double err = max_abs_diff(logits, ref_.logits[i]);
     std::printf("[ %-8s ] %s prompt %zu (%zu tokens): max |logit error| %.4g (tolerance %.4g)\n",
@@ -86,7 +107,7 @@ void GoldenBf16::check_prefill_logits() {
   }
 }
 
-void GoldenBf16::check_greedy_ids() {
+void GoldenReducedPrecision::check_greedy_ids() {
   const int vocab = config_.vocab_size;
   const auto with_logits = greedy(*runner_, ref_.input_ids, 10, true);
   const auto argmax_on_gpu = greedy(*runner_, ref_.input_ids, 10, false);
@@ -95,7 +116,7 @@ void GoldenBf16::check_greedy_ids() {
     EXPECT_EQ(argmax_on_gpu[i].output_ids, with_logits[i].output_ids) << "prompt " << i;
     int checked = 0;
     // Step s is compared while every earlier token equals the reference (same inputs).
-    const int steps = bf16_greedy_steps_compared(GetParam().fixture, i);
+    const int steps = greedy_steps_compared(i);
     for (int s = 0; s < (steps < 0 ? 10 : steps); ++s) {
       EXPECT_LE(max_abs_diff(with_logits[i].logits[s].data(), ref_.greedy_logits[i].row(s), vocab),
                 tolerance_)
@@ -112,7 +133,7 @@ void GoldenBf16::check_greedy_ids() {
   }
 }
 
-void GoldenBf16::check_chunked_prefill() {
+void GoldenReducedPrecision::check_chunked_prefill() {
   const auto& ids = ref_.input_ids.back();
   const Tensor whole = prefill_all_logits(*runner_, ids);
   for (int chunk : {1, 5, 16}) {
@@ -139,6 +160,15 @@ TEST_P(GoldenCpuBf16, GreedyIdsMatchWhereTheMarginAllows) {
 TEST_P(GoldenCpuBf16, ChunkedPrefillAgreesWithWholePrefill) {
   check_chunked_prefill();
 }
+TEST_P(GoldenCpuInt8, PrefillLogitsWithinInt8Tolerance) {
+  check_prefill_logits();
+}
+TEST_P(GoldenCpuInt8, GreedyIdsMatchWhereTheMarginAllows) {
+  check_greedy_ids();
+}
+TEST_P(GoldenCpuInt8, ChunkedPrefillAgreesWithWholePrefill) {
+  check_chunked_prefill();
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, GoldenCuda,
@@ -163,9 +193,9 @@ INSTANTIATE_TEST_SUITE_P(
                     GoldenCase{"qwen3_next", 1}, GoldenCase{"qwen3_next", 16}),
     golden_case_name);
 
-// Every fixture with bf16 weights on the CPU, at page size 1 (paging is the f32 suites'
-// invariance; the weights' dtype does not touch it).
-std::vector<GoldenCase> cpu_bf16_cases() {
+// Every fixture with bf16 or int8 weights on the CPU, at page size 1 (paging is the f32
+// suites' invariance; the weights' dtype does not touch it).
+std::vector<GoldenCase> cpu_cases() {
   std::vector<GoldenCase> cases;
   for (const char* f : {"llama", "llama3_rope", "llama_bf16", "qwen2", "qwen3", "mistral_swa",
                         "deepseek_v2_lite", "deepseek_v3", "gemma3", "gpt_oss", "nemotron_h",
@@ -174,7 +204,7 @@ std::vector<GoldenCase> cpu_bf16_cases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenCpuBf16, testing::ValuesIn(cpu_bf16_cases()),
-                         golden_case_name);
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenCpuBf16, testing::ValuesIn(cpu_cases()), golden_case_name);
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenCpuInt8, testing::ValuesIn(cpu_cases()), golden_case_name);
 
 }  // namespace strata::test
