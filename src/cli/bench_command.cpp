@@ -32,6 +32,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int run(const BenchFlags& f) {
   if (f.batch_size < 1 || f.input_len < 1 || f.output_len < 1)
     fail("--batch-size, --input-len and --output-len must be at least 1");
+  if (f.model.tp_size > 1)
+    fail(
+        "--tp-size {}: bench-one-batch does not run tensor-parallel yet; for tensor-parallel "
+        "throughput run strata generate --tp-size {} --timing (bench/run_tp_bench.sh)",
+        f.model.tp_size, f.model.tp_size);
   if (f.model.pipeline_setup().pp_size > 1)
     fail(
         "bench-one-batch runs in one process; for pipeline-parallel throughput run strata generate "

@@ -1,0 +1,85 @@
+// Tensor parallelism on CPU processes (docs/tensor_parallel.md): `strata generate --tp-size N`
+// (N processes under mpirun, started by strata itself) gives the greedy ids of one process and
+// its logits within 1e-4, for every family the CPU path runs; 4 ranks over a model of 2 KV
+// heads (the heads replicated); TP x PP grids; bad sizes are one `error:` line before any
+// process starts. Kept cheap for CI: two prompts, few tokens, one mpirun launch per case.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "pipeline_test_util.h"
+
+namespace strata::test {
+
+namespace {
+
+// Prompts of 7 and 23 tokens from the fixture's reference, 4 new tokens each.
+std::string tp_common_args(const std::string& fixture, std::string* prompts_file) {
+  const Reference ref = load_reference(fixture);
+  *prompts_file = write_prompts_file({ref.input_ids.at(1), ref.input_ids.at(2)});
+  return "--return-logits --model " + fixture_dir(fixture) + " --input-ids-file " + *prompts_file +
+         " --max-new-tokens 4";
+}
+
+void expect_grid_matches(const std::string& fixture, const std::string& grid) {
+  std::string prompts;
+  const std::string common = tp_common_args(fixture, &prompts);
+  const Generation single = run_generate(common);
+  ASSERT_EQ(single.ids.size(), 2u);
+  // One thread per rank: the grid's processes share this machine's cores.
+  expect_same(single, run_generate(common + " --threads 1 " + grid), 1e-4, fixture + " " + grid);
+  std::filesystem::remove(prompts);
+}
+
+class TensorParallel : public testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+TEST_P(TensorParallel, TwoRanksGiveTheIdsAndLogitsOfOneProcess) {
+  expect_grid_matches(GetParam(), "--tp-size 2");
+}
+
+// Every family the CPU path runs. GQA attention (its heads and KV heads), dense MLPs and the LM
+// head are split; the layers that are not yet (MLA, MoE experts, Mamba2, short conv, gated
+// DeltaNet: see docs/tensor_parallel.md) run whole on every rank, which this checks too.
+INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel,
+                         testing::Values("llama", "qwen2", "qwen3", "mistral_swa", "gemma3",
+                                         "gpt_oss", "deepseek_v2_lite", "nemotron_h", "bamba",
+                                         "falcon_h1", "lfm2", "qwen3_next"),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+// 2 KV heads over 4 ranks: each KV head is held by the two ranks whose query heads read it.
+TEST(TensorParallelGrid, FourRanksReplicateTwoKvHeads) { expect_grid_matches("llama", "--tp-size 4"); }
+
+// 2 stages x 2 ranks = 4 processes, world rank = pp_rank * 2 + tp_rank: each tp rank hands its
+// hidden state to the same tp rank of the next stage.
+TEST(TensorParallelGrid, TwoStagesOfTwoRanks) {
+  expect_grid_matches("llama", "--tp-size 2 --pp-size 2");
+  expect_grid_matches("nemotron_h", "--tp-size 2 --pp-size 2");
+}
+
+TEST(TensorParallelFailures, BadSizesAreOneErrorBeforeAnyProcessStarts) {
+  auto expect_one_error = [](const std::string& fixture, const std::string& args,
+                             const std::string& message) {
+    std::string out, err;
+    EXPECT_EQ(run_strata("generate --model " + fixture_dir(fixture) + " --input-ids 1,2,3 " + args,
+                         &out, &err),
+              1)
+        << args;
+    EXPECT_NE(err.find(message), std::string::npos) << args << "\n" << err;
+    EXPECT_EQ(err.find("error:"), err.rfind("error:")) << "one error line:\n" << err;
+  };
+  // tiny-en has 3 attention heads: 2 ranks cannot split them.
+  expect_one_error("tiny-en", "--tp-size 2",
+                   "--tp-size 2: " + fixture_dir("tiny-en") +
+                       "/config.json num_attention_heads 3 is not divisible by it");
+  expect_one_error("tiny-en", "--tp-size 2", "use --tp-size 1 or 3");
+  expect_one_error("llama", "--tp-size 0", "--tp-size must be in 1..256");
+  expect_one_error("llama", "--tp-size 2 --device cuda",
+                   "--tp-size 2 with --device cuda: tensor parallelism runs on CPU processes");
+  expect_one_error("llama", "--tp-size 8", "num_attention_heads 4 is not divisible by it");
+}
+
+}  // namespace strata::test
