@@ -11,8 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-rounds=${2:-3}
-prompt_len=32 new_tokens=64
+rounds=${2:-2}
+prompt_len=32 new_tokens=32
 prompts=$(mktemp)
 trap 'rm -f "$prompts"' EXIT
 for requests in 1 16; do

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "pipeline_test_util.h"
 
@@ -51,13 +52,34 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel,
                          });
 
 // 2 KV heads over 4 ranks: each KV head is held by the two ranks whose query heads read it.
-TEST(TensorParallelGrid, FourRanksReplicateTwoKvHeads) { expect_grid_matches("llama", "--tp-size 4"); }
+TEST(TensorParallelGrid, FourRanksReplicateTwoKvHeads) {
+  expect_grid_matches("llama", "--tp-size 4");
+}
 
 // 2 stages x 2 ranks = 4 processes, world rank = pp_rank * 2 + tp_rank: each tp rank hands its
 // hidden state to the same tp rank of the next stage.
 TEST(TensorParallelGrid, TwoStagesOfTwoRanks) {
   expect_grid_matches("llama", "--tp-size 2 --pp-size 2");
   expect_grid_matches("nemotron_h", "--tp-size 2 --pp-size 2");
+}
+
+// bench-one-batch runs its batch on every rank and reports the decode steps' time inside the
+// all-reduces and the logits' all-gather.
+TEST(TensorParallelGrid, BenchOneBatchReportsTheCollectivesTime) {
+  std::string out, err;
+  ASSERT_EQ(run_strata("bench-one-batch --model " + fixture_dir("llama") +
+                           " --batch-size 2 --input-len 8 --output-len 4 --tp-size 2 --json",
+                       &out, &err),
+            0)
+      << err;
+  const auto j = nlohmann::json::parse(out);  // one line: rank 0's
+  EXPECT_EQ(j["tp_size"], 2);
+  EXPECT_EQ(j["decode_steps"], 3);
+  EXPECT_GT(j["decode_tp_collective_s"].get<double>(), 0.0);
+  // Part of the decode time: 2 requests x 3 steps at the reported throughput.
+  const double decode_s = 2 * 3 / j["decode_throughput_tok_s"].get<double>();
+  EXPECT_LE(j["decode_tp_collective_s"].get<double>(), decode_s * 1.001);
+  EXPECT_GT(j["decode_tp_collective_share"].get<double>(), 0.0);
 }
 
 TEST(TensorParallelFailures, BadSizesAreOneErrorBeforeAnyProcessStarts) {
@@ -71,15 +93,25 @@ TEST(TensorParallelFailures, BadSizesAreOneErrorBeforeAnyProcessStarts) {
     EXPECT_NE(err.find(message), std::string::npos) << args << "\n" << err;
     EXPECT_EQ(err.find("error:"), err.rfind("error:")) << "one error line:\n" << err;
   };
-  // tiny-en has 3 attention heads: 2 ranks cannot split them.
+  // tiny-en has 3 attention heads and 3 KV heads: 2 ranks cannot split them (and 3 cannot split
+  // its intermediate_size 512).
   expect_one_error("tiny-en", "--tp-size 2",
-                   "--tp-size 2: " + fixture_dir("tiny-en") +
-                       "/config.json num_attention_heads 3 is not divisible by it");
-  expect_one_error("tiny-en", "--tp-size 2", "use --tp-size 1 or 3");
+                   "error: --tp-size 2: in " + fixture_dir("tiny-en") +
+                       "/config.json num_attention_heads 3 is not divisible by it, "
+                       "num_key_value_heads 3 is neither a multiple nor a divisor of it");
+  expect_one_error("tiny-en", "--tp-size 2", "use --tp-size 1\n");
   expect_one_error("llama", "--tp-size 0", "--tp-size must be in 1..256");
   expect_one_error("llama", "--tp-size 2 --device cuda",
                    "--tp-size 2 with --device cuda: tensor parallelism runs on CPU processes");
-  expect_one_error("llama", "--tp-size 8", "num_attention_heads 4 is not divisible by it");
+  // 8 ranks would replicate the 2 KV heads, but cannot split the 4 query heads.
+  std::string out, err;
+  EXPECT_EQ(run_strata("serve --model " + fixture_dir("llama") + " --tp-size 2", &out, &err), 1);
+  EXPECT_NE(err.find("error: --tp-size 2: strata serve does not run tensor-parallel yet"),
+            std::string::npos)
+      << err;
+  expect_one_error("llama", "--tp-size 8",
+                   "/config.json num_attention_heads 4 is not divisible by it; tensor parallelism "
+                   "splits every layer evenly over the ranks: use --tp-size 1 or 2 or 4\n");
 }
 
 }  // namespace strata::test

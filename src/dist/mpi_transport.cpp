@@ -40,7 +40,9 @@ Clock::time_point deadline_after(double seconds) {
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-MPI_Comm comm_of(int handle) { return MPI_Comm_f2c(handle); }
+MPI_Comm comm_of(int handle) {
+  return MPI_Comm_f2c(handle);
+}
 
 [[noreturn]] void timed_out(int rank, int peer, const char* what, double seconds) {
   if (peer < 0)
@@ -164,9 +166,10 @@ MpiTransport::MpiTransport(double timeout_seconds, bool serialized, int tp_size)
   MPI_Comm_free(&local);
   rank_ = world_rank;  // for the error below, should it come
   if (tp_size_ < 1 || world_size_ % tp_size_ != 0)
-    fail("this MPI job has {} processes, not a multiple of --tp-size {}; start it with mpirun -np "
-         "(--pp-size x --tp-size)",
-         world_size_, tp_size_);
+    fail(
+        "this MPI job has {} processes, not a multiple of --tp-size {}; start it with mpirun -np "
+        "(--pp-size x --tp-size)",
+        world_size_, tp_size_);
   // The grid: world rank = pp_rank * tp_size + tp_rank. Stages of one tp_rank talk through
   // this transport; the ranks of one stage form its tensor-parallel group.
   tp_rank_ = world_rank % tp_size_;

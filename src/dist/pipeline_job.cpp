@@ -43,7 +43,8 @@ void run_stage_process(const ModelConfig& config, RunnerOptions options, const P
   MpiTransport control(setup.timeout_s, serialized, options.tp_size);
   const int rank = control.rank(), size = control.size();
   std::string where = fmt::format("pipeline stage {}/{}", rank, size);
-  if (options.tp_size > 1) where += fmt::format(", tensor-parallel rank {}/{}", control.tp_rank(), options.tp_size);
+  if (options.tp_size > 1)
+    where += fmt::format(", tensor-parallel rank {}/{}", control.tp_rank(), options.tp_size);
   // CPU stages hand tensors over through MPI; GPU stages through NCCL, with MPI under it.
   std::unique_ptr<Transport> device_transport;
   Transport* transport = &control;

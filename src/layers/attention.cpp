@@ -59,8 +59,8 @@ GQAAttention::GQAAttention(ParamLoader& w, const std::string& prefix, const Atte
   const Communicator& group = w.tensor_parallel();
   const Shard q_heads{group.rank(), group.size()};
   const Shard kv_heads = head_group_shard(opt.num_kv_heads, group.rank(), group.size());
-  STRATA_CHECK(opt.num_heads % group.size() == 0, "layer {}: {} heads over {} ranks",
-               opt.layer_id, opt.num_heads, group.size());
+  STRATA_CHECK(opt.num_heads % group.size() == 0, "layer {}: {} heads over {} ranks", opt.layer_id,
+               opt.num_heads, group.size());
   opt_.num_heads = static_cast<int>(q_heads.size(opt.num_heads));
   opt_.num_kv_heads = static_cast<int>(kv_heads.size(opt.num_kv_heads));
   const int64_t hd = opt.head_dim, q_out = int64_t{opt.num_heads} * hd,

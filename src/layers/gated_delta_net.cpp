@@ -70,10 +70,10 @@ GatedDeltaNetMixer::GatedDeltaNetMixer(ParamLoader& w, const std::string& prefix
   // The conv's channels q | k | v, this rank's heads of each.
   const RowSection q_rows{0, first * dk, local * dk}, k_rows{HK * dk, q_rows.begin, q_rows.size},
       v_rows{2 * HK * dk, first * r * dv, local * r * dv};
-  conv_weight_ = w.upload(pick_rows(w.host(prefix + ".conv1d.weight",
-                                           {opt.conv_dim(), 1, opt.conv_kernel}),
-                                    opt.conv_kernel, {q_rows, k_rows, v_rows}),
-                          DType::F32);
+  conv_weight_ =
+      w.upload(pick_rows(w.host(prefix + ".conv1d.weight", {opt.conv_dim(), 1, opt.conv_kernel}),
+                         opt.conv_kernel, {q_rows, k_rows, v_rows}),
+               DType::F32);
   Tensor A = w.host(prefix + ".A_log", {HV}).clone();  // the loaded tensor may map the file
   for (int64_t h = 0; h < HV; ++h) A.data()[h] = -std::exp(A.data()[h]);
   const RowSection v_heads{0, first * r, local * r};

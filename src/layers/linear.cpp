@@ -29,13 +29,13 @@ Linear Linear::load_column_parallel(ParamLoader& w, const std::vector<std::strin
   return l;
 }
 
-Linear Linear::load_row_parallel(ParamLoader& w, const std::string& prefix, int64_t in,
-                                 int64_t out, bool bias) {
+Linear Linear::load_row_parallel(ParamLoader& w, const std::string& prefix, int64_t in, int64_t out,
+                                 bool bias) {
   Communicator& group = w.tensor_parallel();
   if (group.size() == 1) return load(w, prefix, in, out, bias);
   const Shard shard{group.rank(), group.size()};
-  STRATA_CHECK(in % group.size() == 0, "{}: {} input columns over {} tensor-parallel ranks",
-               prefix, in, group.size());
+  STRATA_CHECK(in % group.size() == 0, "{}: {} input columns over {} tensor-parallel ranks", prefix,
+               in, group.size());
   Linear l;
   l.in_ = shard.size(in);
   l.out_ = out;

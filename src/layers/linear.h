@@ -42,7 +42,7 @@ class Linear {
   Tensor forward(Ops& ops, const Tensor& x) const;  // [T, in] -> [T, output_width()] f32
   // y = x W^T + b, or y += x W^T + b with `accumulate` (a residual add for free).
   void forward_into(Ops& ops, const Tensor& x, Tensor& y, bool accumulate = false) const;
-  int64_t in_features() const { return in_; }   // this rank's
+  int64_t in_features() const { return in_; }    // this rank's
   int64_t out_features() const { return out_; }  // this rank's
   // What forward writes: out_features, or the whole vocabulary of a vocab-parallel head.
   int64_t output_width() const { return gathered_out_ > 0 ? gathered_out_ : out_; }

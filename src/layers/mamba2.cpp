@@ -63,8 +63,7 @@ Mamba2Mixer::Mamba2Mixer(ParamLoader& w, const std::string& prefix, const Mamba2
          opt.in_proj_scale.size(), opt.in_proj_width());
   Communicator& group = w.tensor_parallel();
   const int tp = group.size();
-  const bool split = tp > 1 && H % tp == 0 &&
-                     (opt.n_groups % tp == 0 || tp % opt.n_groups == 0) &&
+  const bool split = tp > 1 && H % tp == 0 && (opt.n_groups % tp == 0 || tp % opt.n_groups == 0) &&
                      (!opt.gated_norm || opt.norm_groups % tp == 0);
   const Shard heads = split ? Shard{group.rank(), tp} : Shard{};
   const Shard groups = split ? head_group_shard(opt.n_groups, group.rank(), tp) : Shard{};
@@ -76,10 +75,15 @@ Mamba2Mixer::Mamba2Mixer(ParamLoader& w, const std::string& prefix, const Mamba2
   const RowSection x{0, heads.begin(H) * hd, heads.size(H) * hd},
       b{I, groups.begin(opt.n_groups) * gn, groups.size(opt.n_groups) * gn},
       c{I + GN, b.begin, b.size};
-  auto shifted = [](RowSection s, int64_t by) { return RowSection{s.offset + by, s.begin, s.size}; };
+  auto shifted = [](RowSection s, int64_t by) {
+    return RowSection{s.offset + by, s.begin, s.size};
+  };
   // (Whole, the sections cover every row in order.)
   const std::vector<RowSection> conv_rows = {x, b, c};
-  const std::vector<RowSection> proj_rows = {x, shifted(x, I), shifted(b, I), shifted(c, I),
+  const std::vector<RowSection> proj_rows = {x,
+                                             shifted(x, I),
+                                             shifted(b, I),
+                                             shifted(c, I),
                                              {I + conv_dim, heads.begin(H), heads.size(H)}};
 
   const std::string in_name = prefix + "." + opt.in_proj;
@@ -95,19 +99,19 @@ Mamba2Mixer::Mamba2Mixer(ParamLoader& w, const std::string& prefix, const Mamba2
   } else {
     in_proj_ = Linear::load(w, in_name, opt.hidden_size, opt.in_proj_width(), opt.proj_bias);
   }
-  out_proj_ = split ? Linear::load_row_parallel(w, prefix + "." + opt.out_proj, I, opt.hidden_size,
-                                                opt.out_proj_bias)
-                    : Linear::load(w, prefix + "." + opt.out_proj, I, opt.hidden_size,
-                                   opt.out_proj_bias);
+  out_proj_ =
+      split ? Linear::load_row_parallel(w, prefix + "." + opt.out_proj, I, opt.hidden_size,
+                                        opt.out_proj_bias)
+            : Linear::load(w, prefix + "." + opt.out_proj, I, opt.hidden_size, opt.out_proj_bias);
   // The checkpoint's conv weight is [conv_dim, 1, kernel]: one filter per channel.
   const Tensor conv = w.host(prefix + "." + opt.conv1d + ".weight", {conv_dim, 1, opt.conv_kernel});
-  conv_weight_ = w.upload(pick_rows(conv, opt.conv_kernel, conv_rows)
-                              .reshaped({opt_.conv_dim(), opt.conv_kernel}),
-                          DType::F32);
+  conv_weight_ = w.upload(
+      pick_rows(conv, opt.conv_kernel, conv_rows).reshaped({opt_.conv_dim(), opt.conv_kernel}),
+      DType::F32);
   if (opt.conv_bias)
-    conv_bias_ = w.upload(
-        pick_rows(w.host(prefix + "." + opt.conv1d + ".bias", {conv_dim}), 1, conv_rows),
-        DType::F32);
+    conv_bias_ =
+        w.upload(pick_rows(w.host(prefix + "." + opt.conv1d + ".bias", {conv_dim}), 1, conv_rows),
+                 DType::F32);
   Tensor a = w.host(prefix + ".A_log", {H}).clone();  // the loaded tensor may map the file
   for (int64_t h = 0; h < H; ++h) a.data()[h] = -std::exp(a.data()[h]);
   ssm_.num_heads = opt_.num_heads;

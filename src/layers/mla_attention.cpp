@@ -29,8 +29,8 @@ float mla_softmax_scale(int qk_head_dim, const RopeConfig& rope) {
 MLAAttention::MLAAttention(ParamLoader& w, const std::string& prefix, const MLAOptions& opt)
     : opt_(opt) {
   const Communicator& group = w.tensor_parallel();
-  STRATA_CHECK(opt.num_heads % group.size() == 0, "layer {}: {} heads over {} ranks",
-               opt.layer_id, opt.num_heads, group.size());
+  STRATA_CHECK(opt.num_heads % group.size() == 0, "layer {}: {} heads over {} ranks", opt.layer_id,
+               opt.num_heads, group.size());
   const Shard my_heads{group.rank(), group.size()};
   opt_.num_heads = static_cast<int>(my_heads.size(opt.num_heads));
   const int64_t qk_head = opt.qk_nope_head_dim + opt.qk_rope_head_dim;

@@ -24,11 +24,11 @@ ExpertMlp::ExpertMlp(ParamLoader& w, const std::string& prefix, int hidden,
   const int64_t inter = spec.intermediate_size;
   const Shard columns = intermediate_shard(w, prefix, spec.intermediate_size);
   spec_.intermediate_size = static_cast<int>(columns.size(inter));
-  in_ = spec.gated ? Linear::load_column_parallel(
-                         w, {prefix + "." + spec.gate, prefix + "." + spec.up}, hidden,
-                         {inter, inter}, {columns, columns}, spec.bias)
-                   : Linear::load_column_parallel(w, {prefix + "." + spec.up}, hidden, {inter},
-                                                  {columns}, spec.bias);
+  in_ = spec.gated
+            ? Linear::load_column_parallel(w, {prefix + "." + spec.gate, prefix + "." + spec.up},
+                                           hidden, {inter, inter}, {columns, columns}, spec.bias)
+            : Linear::load_column_parallel(w, {prefix + "." + spec.up}, hidden, {inter}, {columns},
+                                           spec.bias);
   down_ = Linear::load_row_parallel(w, prefix + "." + spec.down, inter, hidden, spec.bias);
 }
 
@@ -114,15 +114,14 @@ void load_stacked_interleaved(ParamLoader& w, const std::string& prefix, const M
             }
         return m;
       });
-  out.w_down =
-      w.matrix_rearranged(p + "down_proj", {e, n, h}, e * h, local, [&](const Tensor& t) {
-        Tensor m({e * h, local});
-        for (int64_t x = 0; x < e; ++x)
-          for (int64_t j = 0; j < local; ++j)
-            for (int64_t c = 0; c < h; ++c)
-              m.data()[(x * h + c) * local + j] = t.data()[(x * n + first + j) * h + c];
-        return m;
-      });
+  out.w_down = w.matrix_rearranged(p + "down_proj", {e, n, h}, e * h, local, [&](const Tensor& t) {
+    Tensor m({e * h, local});
+    for (int64_t x = 0; x < e; ++x)
+      for (int64_t j = 0; j < local; ++j)
+        for (int64_t c = 0; c < h; ++c)
+          m.data()[(x * h + c) * local + j] = t.data()[(x * n + first + j) * h + c];
+    return m;
+  });
   if (!opt.expert.bias) return;
   const Tensor b_in = w.host(p + "gate_up_proj_bias", {e, 2 * n});
   Tensor b_in_rows({e * 2 * local});

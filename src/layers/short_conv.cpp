@@ -34,9 +34,9 @@ ShortConvMixer::ShortConvMixer(ParamLoader& w, const std::string& prefix,
                            : Linear::load_row_parallel(w, prefix + ".out_proj", H, H, opt.bias);
   // The checkpoint's conv weight is [hidden, 1, kernel]: one filter per channel.
   const RowSection own{0, mine.begin(H), channels_};
-  conv_weight_ = w.upload(pick_rows(w.host(prefix + ".conv.weight", {H, 1, opt.kernel}),
-                                    opt.kernel, {own}),
-                          DType::F32);
+  conv_weight_ =
+      w.upload(pick_rows(w.host(prefix + ".conv.weight", {H, 1, opt.kernel}), opt.kernel, {own}),
+               DType::F32);
   if (opt.bias) conv_bias_ = w.vector(prefix + ".conv.bias", H, mine);
 }
 
@@ -55,8 +55,8 @@ void ShortConvMixer::forward(const Tensor& x, Tensor& residual, const ForwardBat
   Ops& ops = *ctx.ops;
   StatePool& pool = *ctx.recurrent_state;
   const RecurrentStateLayout& layout = pool.layout(opt_.layer_id);
-  STRATA_CHECK(layout.kind == RecurrentKind::ShortConv &&
-                   layout.conv_channels == channels_ && layout.conv_width == opt_.kernel - 1,
+  STRATA_CHECK(layout.kind == RecurrentKind::ShortConv && layout.conv_channels == channels_ &&
+                   layout.conv_width == opt_.kernel - 1,
                "layer {}: pool layout {}", opt_.layer_id, layout.describe());
   STRATA_CHECK(ctx.state_seqs.rows() == batch.batch_size(), "{} state seqs for {} requests",
                ctx.state_seqs.rows(), batch.batch_size());

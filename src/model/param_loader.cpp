@@ -47,8 +47,8 @@ Tensor ParamLoader::matrix_rows(const std::vector<std::string>& prefixes, int64_
   return upload_matrix(host);
 }
 
-Tensor ParamLoader::matrix_cols(const std::vector<std::string>& names, int64_t rows,
-                                int64_t cols, const Shard& shard) {
+Tensor ParamLoader::matrix_cols(const std::vector<std::string>& names, int64_t rows, int64_t cols,
+                                const Shard& shard) {
   const int64_t begin = shard.begin(cols), width = shard.size(cols);
   if (shard.whole() && names.size() == 1) return matrix(names[0], rows, cols);
   const auto n = static_cast<int64_t>(names.size());

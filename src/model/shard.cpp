@@ -36,11 +36,11 @@ std::vector<std::string> rule_problems(const ModelConfig& c, int tp) {
     return l.attention == AttentionKind::Full || l.attention == AttentionKind::Sliding;
   });
   if (attention && c.num_attention_heads % tp != 0)
-    out.push_back(fmt::format("num_attention_heads {} is not divisible by it",
-                              c.num_attention_heads));
+    out.push_back(
+        fmt::format("num_attention_heads {} is not divisible by it", c.num_attention_heads));
   if (gqa && !splits_groups(c.num_kv_heads, tp))
     out.push_back(fmt::format(
-        "num_key_value_heads {} neither divides by it nor divides it (KV heads are split, or "
+        "num_key_value_heads {} is neither a multiple nor a divisor of it (KV heads are split, or "
         "replicated when there are fewer than ranks)",
         c.num_kv_heads));
   // MoE layers split every expert's intermediate columns (and their shared experts'); experts
@@ -50,8 +50,7 @@ std::vector<std::string> rule_problems(const ModelConfig& c, int tp) {
   const bool experts_own_width = c.get_int("moe_intermediate_size", 0) > 0;
   if ((dense_mlp || (moe && !experts_own_width)) && c.intermediate_size > 0 &&
       c.intermediate_size % tp != 0)
-    out.push_back(
-        fmt::format("intermediate_size {} is not divisible by it", c.intermediate_size));
+    out.push_back(fmt::format("intermediate_size {} is not divisible by it", c.intermediate_size));
   if (moe)
     for (const char* field : {"moe_intermediate_size", "shared_expert_intermediate_size",
                               "moe_shared_expert_intermediate_size"}) {
@@ -73,20 +72,18 @@ Shard head_group_shard(int num_groups, int tp_rank, int tp_size) {
   return Shard{tp_rank / (tp_size / num_groups), num_groups};
 }
 
-std::vector<std::string> tensor_parallel_problems(const ModelConfig& c, int tp_size) {
-  if (tp_size == 1) return {};
+std::optional<std::string> tensor_parallel_problem(const ModelConfig& c, int tp_size) {
+  if (tp_size == 1) return std::nullopt;
   const std::vector<std::string> found = rule_problems(c, tp_size);
-  if (found.empty()) return {};
+  if (found.empty()) return std::nullopt;
   std::vector<int> allowed;
   for (int t = 1; t <= kLargestSuggestedTpSize; ++t)
     if (rule_problems(c, t).empty()) allowed.push_back(t);
-  std::vector<std::string> out;
-  for (const std::string& why : found)
-    out.push_back(fmt::format(
-        "--tp-size {}: {}/config.json {}; tensor parallelism splits every layer evenly over the "
-        "ranks: use --tp-size {}",
-        tp_size, c.model_dir.empty() ? "." : c.model_dir, why, fmt::join(allowed, " or ")));
-  return out;
+  return fmt::format(
+      "--tp-size {}: in {}/config.json {}; tensor parallelism splits every layer evenly over the "
+      "ranks: use --tp-size {}",
+      tp_size, c.model_dir.empty() ? "." : c.model_dir, fmt::join(found, ", "),
+      fmt::join(allowed, " or "));
 }
 
 }  // namespace strata

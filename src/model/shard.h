@@ -6,6 +6,7 @@
 // of the LM head.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,8 @@ struct Shard {
 // tp / num_groups ranks that share it.
 Shard head_group_shard(int num_groups, int tp_rank, int tp_size);
 
-// Every reason `config` cannot be split over `tp_size` ranks, one line each naming the config
-// field, the value, the --tp-size values that would work and the fix (empty: it can).
-std::vector<std::string> tensor_parallel_problems(const ModelConfig& config, int tp_size);
+// Why `config` cannot be split over `tp_size` ranks: one line naming each config field and
+// value that does not split, and the --tp-size values that would work (nullopt: it can).
+std::optional<std::string> tensor_parallel_problem(const ModelConfig& config, int tp_size);
 
 }  // namespace strata

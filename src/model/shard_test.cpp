@@ -41,16 +41,17 @@ TEST(Shard, ProblemsNameTheFieldAndTheSizesThatWork) {
   c.vocab_size = 100;
   c.layers.resize(2);
   c.layers[0].attention = AttentionKind::Full;
-  EXPECT_TRUE(tensor_parallel_problems(c, 1).empty());
-  EXPECT_TRUE(tensor_parallel_problems(c, 2).empty());
-  EXPECT_TRUE(tensor_parallel_problems(c, 6).empty());  // 2 KV heads replicated 3 times
-  const auto p = tensor_parallel_problems(c, 4);
-  ASSERT_EQ(p.size(), 1u);
-  EXPECT_EQ(p[0],
-            "--tp-size 4: m/config.json num_attention_heads 6 is not divisible by it; tensor "
+  EXPECT_FALSE(tensor_parallel_problem(c, 1));
+  EXPECT_FALSE(tensor_parallel_problem(c, 2));
+  EXPECT_FALSE(tensor_parallel_problem(c, 6));  // 2 KV heads replicated 3 times
+  EXPECT_EQ(tensor_parallel_problem(c, 4).value_or(""),
+            "--tp-size 4: in m/config.json num_attention_heads 6 is not divisible by it; tensor "
             "parallelism splits every layer evenly over the ranks: use --tp-size 1 or 2 or 6");
   c.num_kv_heads = 4;  // neither divides nor is divided by 6
-  EXPECT_EQ(tensor_parallel_problems(c, 6).size(), 1u);
+  EXPECT_EQ(tensor_parallel_problem(c, 6).value_or(""),
+            "--tp-size 6: in m/config.json num_key_value_heads 4 is neither a multiple nor a "
+            "divisor of it (KV heads are split, or replicated when there are fewer than ranks); "
+            "tensor parallelism splits every layer evenly over the ranks: use --tp-size 1 or 2");
 }
 
 }  // namespace strata

@@ -87,20 +87,21 @@ std::vector<std::string> RunnerOptions::problems(const ModelConfig& config) cons
         fmt::format("--mem-fraction-static must be in (0, 1] (a share of GPU memory), got {}",
                     mem_fraction_static));
   if (tp_size < 1 || tp_size > kMaxTpSize)
-    problems.push_back(fmt::format(
-        "--tp-size must be in 1..{} (tensor-parallel ranks per stage), got {}", kMaxTpSize,
-        tp_size));
+    problems.push_back(
+        fmt::format("--tp-size must be in 1..{} (tensor-parallel ranks per stage), got {}",
+                    kMaxTpSize, tp_size));
   else if (tp_size > 1 && device != "cpu")
     problems.push_back(fmt::format(
         "--tp-size {} with --device {}: tensor parallelism runs on CPU processes (MPI) so far; "
         "the NCCL communicator for GPUs is not written yet: use --device cpu or --tp-size 1",
         tp_size, device));
-  else
-    for (auto& p : tensor_parallel_problems(config, tp_size)) problems.push_back(std::move(p));
+  else if (auto p = tensor_parallel_problem(config, tp_size))
+    problems.push_back(std::move(*p));
   if (tensor_parallel && tensor_parallel->size() != tp_size)
-    problems.push_back(fmt::format("this process's tensor-parallel group has {} ranks but "
-                                   "--tp-size is {}; start the job with mpirun -np (pp x tp)",
-                                   tensor_parallel->size(), tp_size));
+    problems.push_back(
+        fmt::format("this process's tensor-parallel group has {} ranks but "
+                    "--tp-size is {}; start the job with mpirun -np (pp x tp)",
+                    tensor_parallel->size(), tp_size));
   if (stage && (stage->start_layer < 0 || stage->end_layer > config.num_layers ||
                 stage->start_layer > stage->end_layer))
     problems.push_back(fmt::format("stage layers [{}, {}) do not fit a model of {} layers",
@@ -206,15 +207,20 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
   ParamLoader loader(*weights_, device_->ops(), options.load_format == LoadFormat::Dummy,
                      options.seed);
   if (options.tensor_parallel) loader.set_tensor_parallel(*options.tensor_parallel);
-  // A pipeline stage loads a part of the checkpoint: its progress has no whole to count to.
+  // A pipeline stage or a tensor-parallel rank loads a part of the checkpoint: its progress
+  // has no whole to count to.
+  const bool whole_model = stage_.is_first && stage_.is_last && options.tp_size == 1;
   LoadProgress progress(fmt::format("weights (layers [{}, {}) of {})", stage_.start_layer,
                                     stage_.end_layer, config.num_layers),
-                        stage_.is_first && stage_.is_last ? weights_->total_elements() : 0);
+                        whole_model ? weights_->total_elements() : 0);
   if (options.report_load) loader.set_progress(&progress);
   model_ = build_model(config, loader, stage_);
   if (options.report_load) progress.finish();
   weight_bytes_ = loader.bytes();
-  if (stage_.is_first && stage_.is_last) {
+  // (Every tensor-parallel rank reads every tensor but the row-parallel biases only rank 0
+  // adds: rank 0 checks that the checkpoint is used.)
+  if (stage_.is_first && stage_.is_last &&
+      (!options.tensor_parallel || options.tensor_parallel->rank() == 0)) {
     const auto unused = weights_->unused();
     if (!unused.empty())
       std::fprintf(stderr, "warning: %zu checkpoint tensors were not used (first: %s)\n",
