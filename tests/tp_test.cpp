@@ -1,14 +1,16 @@
 // Tensor parallelism on CPU processes (docs/tensor_parallel.md): `strata generate --tp-size N`
 // (N processes under mpirun, started by strata itself) gives the greedy ids of one process and
 // its logits within 1e-4, for every family the CPU path runs; 4 ranks over a model of 2 KV
-// heads (the heads replicated); TP x PP grids; bad sizes are one `error:` line before any
-// process starts. Kept cheap for CI: two prompts, few tokens, one mpirun launch per case.
+// heads (the heads replicated) and an uneven vocabulary; TP x PP grids; bench-one-batch; bad sizes
+// are one `error:` line before any process starts. Kept cheap for CI: two prompts, few tokens, one
+// mpirun launch per case.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "pipeline_test_util.h"
+#include "random_model.h"
 
 namespace strata::test {
 
@@ -40,20 +42,44 @@ TEST_P(TensorParallel, TwoRanksGiveTheIdsAndLogitsOfOneProcess) {
   expect_grid_matches(GetParam(), "--tp-size 2");
 }
 
-// Every family the CPU path runs. GQA attention (its heads and KV heads), dense MLPs and the LM
-// head are split; the layers that are not yet (MLA, MoE experts, Mamba2, short conv, gated
-// DeltaNet: see docs/tensor_parallel.md) run whole on every rank, which this checks too.
+// Every family the CPU path runs (Llama itself in the grids below): GQA heads (with biases,
+// q/k norms, sliding windows, sinks, the output gate), MLA heads, dense MLPs, MoE experts'
+// columns, Mamba2 heads and groups, short conv channels, gated DeltaNet heads, the tied and
+// untied LM heads; and the layers that stay whole on every rank (Bamba's Mamba2 with its
+// one-group norm, Falcon-H1's MLP: docs/tensor_parallel.md).
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel,
-                         testing::Values("llama", "qwen2", "qwen3", "mistral_swa", "gemma3",
-                                         "gpt_oss", "deepseek_v2_lite", "nemotron_h", "bamba",
-                                         "falcon_h1", "lfm2", "qwen3_next"),
+                         testing::Values("qwen2", "qwen3", "mistral_swa", "gemma3", "gpt_oss",
+                                         "deepseek_v2_lite", "nemotron_h", "bamba", "falcon_h1",
+                                         "lfm2", "qwen3_next"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
 
-// 2 KV heads over 4 ranks: each KV head is held by the two ranks whose query heads read it.
-TEST(TensorParallelGrid, FourRanksReplicateTwoKvHeads) {
-  expect_grid_matches("llama", "--tp-size 4");
+// 2 KV heads over 4 ranks: each KV head is held by the two ranks whose query heads read it. The
+// vocabulary of 515 does not split evenly: the LM head's shards are 129, 129, 129 and 128 rows.
+TEST(TensorParallelGrid, FourRanksReplicateTwoKvHeadsAndSplitAnUnevenVocabulary) {
+  const std::string model = make_model("tp_llama_vocab515",
+                                       {{"architectures", {"LlamaForCausalLM"}},
+                                        {"model_type", "llama"},
+                                        {"vocab_size", 515},
+                                        {"hidden_size", 32},
+                                        {"intermediate_size", 48},
+                                        {"num_hidden_layers", 2},
+                                        {"num_attention_heads", 4},
+                                        {"num_key_value_heads", 2},
+                                        {"head_dim", 8},
+                                        {"rms_norm_eps", 1e-5},
+                                        {"max_position_embeddings", 256},
+                                        {"tie_word_embeddings", false}},
+                                       515);
+  const std::string prompts = write_prompts_file({{3, 514, 77, 200, 9}, {511, 1, 2}});
+  const std::string common =
+      "--return-logits --model " + model + " --input-ids-file " + prompts + " --max-new-tokens 4";
+  const Generation single = run_generate(common);
+  ASSERT_EQ(single.ids.size(), 2u);
+  ASSERT_EQ(single.logits.at(0).at(0).size(), 515u);
+  expect_same(single, run_generate(common + " --threads 1 --tp-size 4"), 1e-4, "TP=4");
+  std::filesystem::remove(prompts);
 }
 
 // 2 stages x 2 ranks = 4 processes, world rank = pp_rank * 2 + tp_rank: each tp rank hands its
