@@ -6,6 +6,7 @@
 // mpirun launch per case.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -86,7 +87,10 @@ TEST(TensorParallelGrid, FourRanksReplicateTwoKvHeadsAndSplitAnUnevenVocabulary)
 // hidden state to the same tp rank of the next stage.
 TEST(TensorParallelGrid, TwoStagesOfTwoRanks) {
   expect_grid_matches("llama", "--tp-size 2 --pp-size 2");
-  expect_grid_matches("nemotron_h", "--tp-size 2 --pp-size 2");
+  // A hybrid grid (Mamba2 heads and attention heads split, state pools per rank and stage):
+  // 4 more processes, so heavy only (STRATA_HEAVY_TESTS=1; measured passing 2026-12-03).
+  if (std::getenv("STRATA_HEAVY_TESTS"))
+    expect_grid_matches("nemotron_h", "--tp-size 2 --pp-size 2");
 }
 
 // bench-one-batch runs its batch on every rank and reports the decode steps' time inside the
