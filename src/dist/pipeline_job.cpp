@@ -54,12 +54,15 @@ void run_stage_process(const ModelConfig& config, RunnerOptions options, const P
   // never returns.
   std::unique_ptr<ModelRunner> runner;
   try {
-    if (size != setup.pp_size)
-      fail(
-          "this MPI job has {} processes but --pp-size {} x --tp-size {} is {}; start it with "
-          "mpirun -np {}",
-          control.world_size(), setup.pp_size, options.tp_size, setup.pp_size * options.tp_size,
-          setup.pp_size * options.tp_size);
+    if (size != setup.pp_size) {
+      const int processes = setup.pp_size * options.tp_size;
+      const std::string wanted = options.tp_size == 1
+                                     ? fmt::format("--pp-size is {}", setup.pp_size)
+                                     : fmt::format("--pp-size {} x --tp-size {} is {}",
+                                                   setup.pp_size, options.tp_size, processes);
+      fail("this MPI job has {} processes but {}; start it with mpirun -np {}",
+           control.world_size(), wanted, processes);
+    }
     options.tensor_parallel = &control.tensor_parallel_group();
     const StagePlan plan =
         partition_layers(config.num_layers, setup.pp_size, setup.layers_per_stage)[rank];

@@ -190,6 +190,13 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
     : config_(config), options_(options), stage_(options.stage.value_or(StagePlan::whole(config))) {
   options.validate(config);
   validate_architecture(config);
+  // The ranks are processes of one MPI job (dist/pipeline_job.h): a runner made outside one has
+  // no group to split over.
+  if (options.tp_size > 1 && !options.tensor_parallel)
+    fail(
+        "--tp-size {}: this command runs in one process; tensor parallelism runs under strata "
+        "generate and bench-one-batch (docs/tensor_parallel.md): leave --tp-size out here",
+        options.tp_size);
   const int threads = options.threads > 0
                           ? options.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
