@@ -17,12 +17,12 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON 
 cmake --build build-asan
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp \
-  ctest --test-dir build-asan -j"$JOBS" --output-on-failure -E Pipeline
-# Pipeline tests run stage processes under mpirun: OpenMPI's dlopen'd components leave
+  ctest --test-dir build-asan -j"$JOBS" --output-on-failure -E 'Pipeline|TensorParallel'
+# Pipeline and tensor-parallel tests run processes under mpirun: OpenMPI's dlopen'd components leave
 # allocations that LeakSanitizer sees from unloaded ("unknown") modules and no suppression can
 # name, so these run with every ASan/UBSan check but the leak check.
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-  ctest --test-dir build-asan -j"$JOBS" --output-on-failure -R Pipeline
+  ctest --test-dir build-asan -j"$JOBS" --output-on-failure -R 'Pipeline|TensorParallel'
 
 
 # Fuzzing (fuzz/README.md): the parsers' libFuzzer targets, built with clang under ASan + UBSan,

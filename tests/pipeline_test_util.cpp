@@ -25,6 +25,21 @@ Generation run_generate(const std::string& args) {
   return g;
 }
 
+void expect_same(const Generation& a, const Generation& b, double tolerance,
+                 const std::string& what) {
+  ASSERT_EQ(a.ids.size(), b.ids.size()) << what;
+  for (size_t p = 0; p < a.ids.size(); ++p) {
+    EXPECT_EQ(a.ids[p], b.ids[p]) << what << ", prompt " << p;
+    ASSERT_EQ(a.logits[p].size(), b.logits[p].size()) << what;
+    for (size_t s = 0; s < a.logits[p].size(); ++s) {
+      ASSERT_EQ(a.logits[p][s].size(), b.logits[p][s].size());
+      EXPECT_LE(max_abs_diff(a.logits[p][s].data(), b.logits[p][s].data(), a.logits[p][s].size()),
+                tolerance)
+          << what << ", prompt " << p << " step " << s;
+    }
+  }
+}
+
 std::vector<std::vector<int>> pipeline_test_prompts(const Reference& ref) {
   auto prompts = ref.input_ids;
   prompts.emplace_back(ref.input_ids.back().begin(), ref.input_ids.back().begin() + 30);

@@ -1,5 +1,6 @@
 #pragma once
-// Shared by the pipeline-parallel tests on CPU (pp_test.cpp) and GPU (pp_cuda_test.cpp): they
+// Shared by the pipeline-parallel tests on CPU (pp_test.cpp) and GPU (pp_cuda_test.cpp) and the
+// tensor-parallel ones (tp_test.cpp): they
 // run `strata generate` as a child process (it starts its stages through mpirun) and compare
 // its JSON lines.
 #include <string>
@@ -17,6 +18,10 @@ struct Generation {
 // `strata generate --json ARGS`: every prompt's output ids, and its logits where the output
 // has them (--return-logits). A non-zero exit is a test failure.
 Generation run_generate(const std::string& args);
+
+// The same ids, and every step's logits within `tolerance` (max abs difference).
+void expect_same(const Generation& a, const Generation& b, double tolerance,
+                 const std::string& what);
 
 // The reference prompts (lengths 1, 7, 23, 45) and a fifth of 30 tokens, so that micro-batches
 // come out uneven (5 requests over 2, 3 or 4 stages).

@@ -21,21 +21,6 @@ namespace strata::test {
 
 namespace {
 
-void expect_same(const Generation& a, const Generation& b, double tolerance,
-                 const std::string& what) {
-  ASSERT_EQ(a.ids.size(), b.ids.size()) << what;
-  for (size_t p = 0; p < a.ids.size(); ++p) {
-    EXPECT_EQ(a.ids[p], b.ids[p]) << what << ", prompt " << p;
-    ASSERT_EQ(a.logits[p].size(), b.logits[p].size()) << what;
-    for (size_t s = 0; s < a.logits[p].size(); ++s) {
-      ASSERT_EQ(a.logits[p][s].size(), b.logits[p][s].size());
-      EXPECT_LE(max_abs_diff(a.logits[p][s].data(), b.logits[p][s].data(), a.logits[p][s].size()),
-                tolerance)
-          << what << ", prompt " << p << " step " << s;
-    }
-  }
-}
-
 // PP = N against PP = 1, twice over:
 // - with the same batches (one process taking the N micro-batches in turn, one thread per
 //   process): logits within 1e-5. This isolates what pipelining adds: the layer split and the

@@ -10,6 +10,8 @@
 #include "cli/commands.h"
 #include "cli/common_flags.h"
 #include "core/error.h"
+#include "dist/launch.h"
+#include "dist/mpi_transport.h"
 #include "runtime/model_runner.h"
 
 namespace strata::cli {
@@ -29,22 +31,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int run(const BenchFlags& f) {
-  if (f.batch_size < 1 || f.input_len < 1 || f.output_len < 1)
-    fail("--batch-size, --input-len and --output-len must be at least 1");
-  if (f.model.pipeline_setup().pp_size > 1)
-    fail(
-        "bench-one-batch runs in one process; for pipeline-parallel throughput run strata generate "
-        "--pp-size N --timing with enough prompts to fill the pipeline (docs/benchmarks.md)");
-  const ModelConfig config = ModelConfig::load(f.model.model);
-  RunnerOptions options = f.model.runner_options();
-  options.max_running_requests = f.batch_size;
-  const int64_t per_request =
-      (f.input_len + f.output_len + options.page_size - 1) / options.page_size * options.page_size;
-  options.max_total_tokens = per_request * f.batch_size;
-  options.max_context_len = std::max(options.max_context_len, f.input_len + f.output_len);
-  ModelRunner runner(config, options);
+// The timed batch on `runner`; every tensor-parallel rank runs it alike (the same random
+// prompts from the same seed, the same drawn ids).
+nlohmann::json time_one_batch(const BenchFlags& f, const ModelConfig& config, ModelRunner& runner) {
   TokenMemory& memory = runner.memory();
+  // Tensor-parallel: the decode steps' time inside the group's collectives.
+  const Communicator* group = runner.options().tensor_parallel;
+  double decode_collective_s = 0;
 
   std::mt19937 rng(static_cast<uint32_t>(f.model.seed));
   std::uniform_int_distribution<int> token(0, config.vocab_size - 1);
@@ -79,6 +72,7 @@ int run(const BenchFlags& f) {
     std::vector<int32_t> next = runner.forward_sampled(prefill).ids;
     if (timed) prefill_s = seconds_since(t0);
 
+    const double collective_start = group ? group->seconds() : 0.0;
     for (int step = 1; step < output_len; ++step) {
       ForwardBatch decode;
       decode.mode = ForwardMode::Decode;
@@ -98,6 +92,7 @@ int run(const BenchFlags& f) {
       next = runner.forward_sampled(decode).ids;
       if (timed) step_s.push_back(seconds_since(t0));
     }
+    if (timed && group) decode_collective_s = group->seconds() - collective_start;
     for (int b = 0; b < f.batch_size; ++b) {
       memory.release(rows[b], f.input_len + output_len - 1);
       if (state_slots[b] >= 0) runner.state_pool()->free(state_slots[b]);
@@ -112,7 +107,7 @@ int run(const BenchFlags& f) {
   nlohmann::json j;
   j["model"] = f.model.model;
   j["architecture"] = config.architecture;
-  j["device"] = options.device;
+  j["device"] = runner.options().device;
   j["batch_size"] = f.batch_size;
   j["input_len"] = f.input_len;
   j["output_len"] = f.output_len;
@@ -122,14 +117,54 @@ int run(const BenchFlags& f) {
   j["decode_throughput_tok_s"] = step_s.empty() ? 0.0 : f.batch_size * step_s.size() / decode_total;
   j["decode_steps"] = step_s.size();
   j["runner"] = runner.describe();
+  if (group) {
+    j["tp_size"] = group->size();
+    j["decode_tp_collective_s"] = decode_collective_s;
+    j["decode_tp_collective_share"] = decode_total > 0 ? decode_collective_s / decode_total : 0.0;
+  }
+  return j;
+}
+
+void print(const BenchFlags& f, const nlohmann::json& j) {
   if (f.json) {
     std::cout << j.dump() << "\n";
   } else {
-    std::cout << "prefill: " << prefill_s * 1e3 << " ms, "
+    std::cout << "prefill: " << j["prefill_latency_s"].get<double>() * 1e3 << " ms, "
               << j["prefill_throughput_tok_s"].get<double>() << " tok/s\ndecode: median "
-              << median * 1e3 << " ms/step, " << j["decode_throughput_tok_s"].get<double>()
-              << " tok/s\n";
+              << j["decode_median_latency_ms"].get<double>() << " ms/step, "
+              << j["decode_throughput_tok_s"].get<double>() << " tok/s\n";
   }
+}
+
+int run(const BenchFlags& f) {
+  if (f.batch_size < 1 || f.input_len < 1 || f.output_len < 1)
+    fail("--batch-size, --input-len and --output-len must be at least 1");
+  const PipelineSetup pipeline = f.model.pipeline_setup();
+  if (pipeline.pp_size > 1)
+    fail(
+        "bench-one-batch runs one stage; for pipeline-parallel throughput run strata generate "
+        "--pp-size N --timing with enough prompts to fill the pipeline (docs/benchmarks.md)");
+  const ModelConfig config = ModelConfig::load(f.model.model);
+  RunnerOptions options = f.model.runner_options();
+  options.max_running_requests = f.batch_size;
+  const int64_t per_request =
+      (f.input_len + f.output_len + options.page_size - 1) / options.page_size * options.page_size;
+  options.max_total_tokens = per_request * f.batch_size;
+  options.max_context_len = std::max(options.max_context_len, f.input_len + f.output_len);
+  if (options.tp_size > 1) {
+    // One process per tensor-parallel rank, started as generate starts them; rank 0 prints.
+    if (!inside_mpi_job()) {
+      validate_pipeline_job(config, options, pipeline, {});
+      return relaunch_under_mpirun(options.tp_size);
+    }
+    run_stage_process(config, options, pipeline, false, [&](StageContext& stage) {
+      const nlohmann::json j = time_one_batch(f, config, stage.runner);
+      if (stage.control.tp_rank() == 0) print(f, j);
+    });
+    return 0;
+  }
+  ModelRunner runner(config, options);
+  print(f, time_one_batch(f, config, runner));
   return 0;
 }
 

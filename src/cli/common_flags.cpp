@@ -35,6 +35,9 @@ void ModelFlags::add_to(CLI::App& app) {
       app.add_option("--pp-size", pp_size,
                      "pipeline-parallel stages, one process each (started through mpirun); with "
                      "--device cuda one GPU each");
+  app.add_option("--tp-size", tp_size,
+                 "tensor-parallel ranks per pipeline stage, one process each (started through "
+                 "mpirun; --pp-size x --tp-size processes in all), CPU only so far");
   app.add_option(
       "--pp-layer-partition", pp_layer_partition,
       "decoder layers per stage, like 2,3,3 (default: even split, remainder on the last stages)");
@@ -84,6 +87,7 @@ RunnerOptions ModelFlags::runner_options(const ModelConfig* config) const {
   o.cuda_graph = !disable_cuda_graph;
   o.gpu_id = base_gpu_id;
   o.threads = threads;
+  o.tp_size = tp_size;
   o.report_load = true;
   o.max_context_len = context_length;
   o.max_total_tokens = max_total_tokens;

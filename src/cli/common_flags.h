@@ -16,7 +16,9 @@ struct ModelFlags {
   int page_size = 1;
   int pp_size = 0;                 // 0: not given (1, or the length of --pp-layer-partition)
   std::string pp_layer_partition;  // "a,b,...": layers per stage
-  double pp_timeout = 600;         // seconds a stage waits for another before the job fails
+  double pp_timeout = 600;
+  int tp_size = 1;  // tensor-parallel ranks per stage (one process each)         // seconds a stage
+                    // waits for another before the job fails
   double mem_fraction_static = 0.88;
   bool disable_cuda_graph = false;
   int base_gpu_id = 0;

@@ -185,16 +185,22 @@ int run(const GenerateFlags& f) {
       t["decode_throughput_tok_s"] = stats.decode_tokens_per_s();
       t["itl_median_ms"] = stats.itl_median_s * 1e3;
       if (pipeline.pp_size > 1) t["wait_s"] = stats.wait_s;
+      if (options.tp_size > 1) {
+        t["tp_size"] = options.tp_size;
+        t["tp_collective_s"] = stats.tp_collective_s;
+        t["tp_collectives"] = stats.tp_collectives;
+      }
       // One write per line: stages share the terminal.
       std::fprintf(stderr, "timing: %s\n", t.dump().c_str());
     }
   };
-  if (pipeline.pp_size > 1) {
+  if (pipeline.pp_size > 1 || options.tp_size > 1) {
     // The launcher checks what it can, then re-runs this command line as one process per
-    // stage under mpirun; each of those joins the job and runs its stage.
+    // stage and tensor-parallel rank under mpirun; each of those joins the job and runs its
+    // part.
     if (!inside_mpi_job()) {
       validate_pipeline_job(config, options, pipeline, requests);
-      return relaunch_under_mpirun(pipeline.pp_size);
+      return relaunch_under_mpirun(pipeline.pp_size * options.tp_size);
     }
     run_pipeline_stage(config, options, pipeline, requests, gen, report);
     return 0;

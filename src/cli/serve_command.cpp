@@ -319,6 +319,13 @@ int run(const ServeFlags& f) {
   } catch (const Error& e) {
     problems.push_back(e.what());
   }
+  // TP ranks of the first stage would each have to follow rank 0's scheduler step by step
+  // (docs/tensor_parallel.md): not built yet, so refused rather than served wrong.
+  if (f.model.tp_size > 1)
+    problems.push_back(fmt::format(
+        "--tp-size {}: strata serve does not run tensor-parallel yet; serve with --tp-size 1 "
+        "(and --pp-size to split the model), or use strata generate --tp-size {}",
+        f.model.tp_size, f.model.tp_size));
   PipelineSetup pipeline;
   try {
     pipeline = f.model.pipeline_setup();

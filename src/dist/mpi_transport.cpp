@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "model/shard.h"
 
 namespace strata {
 
@@ -39,6 +40,10 @@ Clock::time_point deadline_after(double seconds) {
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+MPI_Comm comm_of(int handle) {
+  return MPI_Comm_f2c(handle);
+}
+
 [[noreturn]] void timed_out(int rank, int peer, const char* what, double seconds) {
   if (peer < 0)
     fail(
@@ -51,7 +56,82 @@ Clock::time_point deadline_after(double seconds) {
       rank, seconds, peer, what);
 }
 
+// Polls `request` until it completes; Error after `timeout_s`. `what` names the wait.
+void wait_for(MPI_Request* request, double timeout_s, int rank, int peer, const char* what) {
+  const auto deadline = deadline_after(timeout_s);
+  int polls = 0;
+  for (;;) {
+    int done = 0;
+    MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (Clock::now() > deadline) timed_out(rank, peer, what, timeout_s);
+    backoff(polls);
+  }
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 }  // namespace
+
+MpiCommunicator::MpiCommunicator(int comm_handle, double timeout_seconds)
+    : comm_(comm_handle), timeout_s_(timeout_seconds) {
+  MPI_Comm_rank(comm_of(comm_), &rank_);
+  MPI_Comm_size(comm_of(comm_), &size_);
+}
+
+void MpiCommunicator::all_reduce_sum(Tensor& t) {
+  const auto start = Clock::now();
+  const int64_t rows = t.rows(), cols = t.cols(), n = rows * cols;
+  STRATA_CHECK(n < (int64_t{1} << 31), "all-reduce of {} elements", n);
+  float* data = t.data();
+  if (!t.contiguous()) {
+    staging_.resize(n);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(&staging_[r * cols], t.row(r), cols * 4);
+    data = staging_.data();
+  }
+  MPI_Request request;
+  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_of(comm_),
+                 &request);
+  wait_for(&request, timeout_s_, rank_, -1, "a tensor-parallel all-reduce");
+  if (!t.contiguous())
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(t.row(r), &staging_[r * cols], cols * 4);
+  seconds_ += seconds_since(start);
+  ++calls_;
+}
+
+// Rank r's part travels as one block [rows, its columns]; the blocks arrive one after the
+// other and are laid side by side into out's rows.
+void MpiCommunicator::all_gather_cols(const Tensor& part, Tensor& out) {
+  const auto start = Clock::now();
+  const int64_t rows = out.rows(), cols = out.cols();
+  const Shard mine{rank_, size_};
+  STRATA_CHECK(part.rows() == rows && part.cols() == mine.size(cols),
+               "rank {} of {} gathers {} into {}", rank_, size_, part.describe(), out.describe());
+  STRATA_CHECK(rows * cols < (int64_t{1} << 31), "all-gather of {} elements", rows * cols);
+  std::vector<int> counts(size_), offsets(size_);
+  for (int r = 0; r < size_; ++r) {
+    counts[r] = static_cast<int>(rows * Shard{r, size_}.size(cols));
+    offsets[r] = static_cast<int>(rows * Shard{r, size_}.begin(cols));
+  }
+  staging_.resize(rows * cols + counts[rank_]);
+  float* send = staging_.data() + rows * cols;
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(send + r * part.cols(), part.row(r), part.cols() * 4);
+  MPI_Request request;
+  MPI_Iallgatherv(send, counts[rank_], MPI_FLOAT, staging_.data(), counts.data(), offsets.data(),
+                  MPI_FLOAT, comm_of(comm_), &request);
+  wait_for(&request, timeout_s_, rank_, -1, "a tensor-parallel all-gather");
+  for (int q = 0; q < size_; ++q) {
+    const int64_t begin = Shard{q, size_}.begin(cols), width = Shard{q, size_}.size(cols);
+    const float* block = staging_.data() + offsets[q];
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(out.row(r) + begin, block + r * width, width * 4);
+  }
+  seconds_ += seconds_since(start);
+  ++calls_;
+}
 
 struct MpiTransport::Posted {
   MPI_Request request = MPI_REQUEST_NULL;
@@ -60,7 +140,8 @@ struct MpiTransport::Posted {
   std::string bytes;  // a control message (ids empty)
 };
 
-MpiTransport::MpiTransport(double timeout_seconds, bool serialized) : timeout_s_(timeout_seconds) {
+MpiTransport::MpiTransport(double timeout_seconds, bool serialized, int tp_size)
+    : timeout_s_(timeout_seconds), tp_size_(tp_size) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   STRATA_CHECK(!initialized, "MPI initialized twice");
@@ -75,13 +156,32 @@ MpiTransport::MpiTransport(double timeout_seconds, bool serialized) : timeout_s_
         "(MPI_THREAD_SERIALIZED: the server's engine thread calls MPI); use an OpenMPI built "
         "with thread support",
         provided, wanted);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   MPI_Comm local;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &local);
   MPI_Comm_size(local, &local_size_);
   MPI_Comm_rank(local, &local_rank_);
   MPI_Comm_free(&local);
+  rank_ = world_rank;  // for the error below, should it come
+  if (tp_size_ < 1 || world_size_ % tp_size_ != 0)
+    fail(
+        "this MPI job has {} processes, not a multiple of --tp-size {}; start it with mpirun -np "
+        "(--pp-size x --tp-size)",
+        world_size_, tp_size_);
+  // The grid: world rank = pp_rank * tp_size + tp_rank. Stages of one tp_rank talk through
+  // this transport; the ranks of one stage form its tensor-parallel group.
+  tp_rank_ = world_rank % tp_size_;
+  const int pp_rank = world_rank / tp_size_;
+  MPI_Comm pipeline, tensor;
+  MPI_Comm_split(MPI_COMM_WORLD, tp_rank_, pp_rank, &pipeline);
+  MPI_Comm_split(MPI_COMM_WORLD, pp_rank, tp_rank_, &tensor);
+  pipeline_comm_ = MPI_Comm_c2f(pipeline);
+  tensor_comm_ = MPI_Comm_c2f(tensor);
+  MPI_Comm_rank(pipeline, &rank_);
+  MPI_Comm_size(pipeline, &size_);
+  tensor_group_ = std::make_unique<MpiCommunicator>(tensor_comm_, timeout_s_);
 }
 
 MpiTransport::~MpiTransport() {
@@ -91,20 +191,15 @@ MpiTransport::~MpiTransport() {
     std::fprintf(stderr, "error: %s\n", e.what());
     abort(1);
   }
+  tensor_group_.reset();
+  MPI_Comm pipeline = comm_of(pipeline_comm_), tensor = comm_of(tensor_comm_);
+  MPI_Comm_free(&pipeline);
+  MPI_Comm_free(&tensor);
   MPI_Finalize();
 }
 
 void MpiTransport::wait(void* request, int peer, const char* what) {
-  auto* req = static_cast<MPI_Request*>(request);
-  const auto deadline = deadline_after(timeout_s_);
-  int polls = 0;
-  for (;;) {
-    int done = 0;
-    MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    if (Clock::now() > deadline) timed_out(rank_, peer, what, timeout_s_);
-    backoff(polls);
-  }
+  wait_for(static_cast<MPI_Request*>(request), timeout_s_, rank_, peer, what);
 }
 
 std::vector<char> MpiTransport::receive_bytes(int peer, int tag, const char* what) {
@@ -115,7 +210,7 @@ std::vector<char> MpiTransport::receive_bytes(int peer, int tag, const char* wha
   MPI_Status status;
   for (;;) {
     int found = 0;
-    MPI_Improbe(peer, tag, MPI_COMM_WORLD, &found, &message, &status);
+    MPI_Improbe(peer, tag, comm_of(pipeline_comm_), &found, &message, &status);
     if (found) break;
     if (Clock::now() > deadline) timed_out(rank_, peer, what, timeout_s_);
     backoff(polls);
@@ -146,7 +241,7 @@ void MpiTransport::send_tensor(int peer, const TensorRef& tensor) {
                shape_to_string(shape));
   MPI_Request request;
   MPI_Issend(buffer.data(), static_cast<int>(buffer.size()), MPI_BYTE, peer, kTagTensor,
-             MPI_COMM_WORLD, &request);
+             comm_of(pipeline_comm_), &request);
   wait(&request, peer, "handing over a tensor");
 }
 
@@ -178,7 +273,7 @@ void MpiTransport::post_ids(int peer, std::vector<int32_t> ids) {
   posted->peer = peer;
   posted->ids = std::move(ids);
   MPI_Isend(posted->ids.data(), static_cast<int>(posted->ids.size()), MPI_INT32_T, peer, kTagIds,
-            MPI_COMM_WORLD, &posted->request);
+            comm_of(pipeline_comm_), &posted->request);
   posted_.push_back(std::move(posted));
 }
 
@@ -201,7 +296,7 @@ void MpiTransport::post_message(int peer, std::string bytes) {
   posted->peer = peer;
   posted->bytes = std::move(bytes);
   MPI_Isend(posted->bytes.data(), static_cast<int>(posted->bytes.size()), MPI_BYTE, peer,
-            kTagControl, MPI_COMM_WORLD, &posted->request);
+            kTagControl, comm_of(pipeline_comm_), &posted->request);
   posted_.push_back(std::move(posted));
 }
 
@@ -222,14 +317,14 @@ void MpiTransport::reap_posted() {
 
 void MpiTransport::barrier() {
   MPI_Request request;
-  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  MPI_Ibarrier(comm_of(pipeline_comm_), &request);
   wait(&request, -1, "a barrier every process must reach");
 }
 
 void MpiTransport::broadcast(int root, std::vector<char>& bytes) {
   STRATA_CHECK(bytes.size() < (size_t{1} << 31), "broadcast of {} bytes", bytes.size());
   MPI_Request request;
-  MPI_Ibcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, root, MPI_COMM_WORLD,
+  MPI_Ibcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, root, comm_of(pipeline_comm_),
              &request);
   wait(&request, root, "a broadcast from process 0");
 }

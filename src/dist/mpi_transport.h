@@ -1,15 +1,37 @@
 #pragma once
 // The MPI transport (OpenMPI; host memory): one rank per process of the job started by mpirun
-// (see launch.h). Waits are MPI_Test / MPI_Improbe polls against a deadline, so a dead or
+// (see launch.h). With tensor parallelism the job is a grid of pp stages x tp ranks, world
+// rank = pp_rank * tp_size + tp_rank (docs/tensor_parallel.md): the transport then connects
+// the stages of one tp_rank (its rank() is the stage), and the ranks of one stage form the
+// tensor-parallel group. Waits are MPI_Test / MPI_Improbe polls against a deadline, so a dead or
 // hung peer turns into an Error after `timeout` seconds instead of a blocked process; the
 // caller then calls abort(), and mpirun ends every process of the job. GPU stages use it as
 // their control plane (start-up, barriers, abort) under the NCCL transport.
 #include <deque>
 #include <memory>
 
+#include "dist/communicator.h"
 #include "dist/transport.h"
 
 namespace strata {
+
+// A tensor-parallel group of CPU processes: MPI collectives over host f32 tensors on the
+// group's communicator (MpiTransport::tensor_parallel_group), each wait bounded like the
+// transport's.
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator(int comm_handle, double timeout_seconds);
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce_sum(Tensor& t) override;
+  void all_gather_cols(const Tensor& part, Tensor& out) override;
+
+ private:
+  int comm_;  // MPI_Comm_c2f of the group's communicator (MpiTransport owns it)
+  double timeout_s_;
+  int rank_ = 0, size_ = 1;
+  std::vector<float> staging_;  // contiguous copies of strided tensors, gathered blocks
+};
 
 class MpiTransport : public Transport {
  public:
@@ -17,7 +39,8 @@ class MpiTransport : public Transport {
   // the one that made it call MPI too, one at a time (the server's engine thread, while the
   // main thread serves HTTP): MPI_THREAD_SERIALIZED, else FUNNELED. Destroy it on the thread
   // that made it (MPI_Finalize belongs to the thread that initialized MPI).
-  explicit MpiTransport(double timeout_seconds, bool serialized = false);
+  // `tp_size`: ranks per stage (the job's size must be a multiple of it).
+  explicit MpiTransport(double timeout_seconds, bool serialized = false, int tp_size = 1);
   ~MpiTransport() override;  // delivers what is posted, then MPI_Finalize
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
@@ -29,6 +52,12 @@ class MpiTransport : public Transport {
   // process's index among them.
   int local_size() const { return local_size_; }
   int local_rank() const { return local_rank_; }
+  // This process's place in the tp x pp grid.
+  int tp_rank() const { return tp_rank_; }
+  int tp_size() const { return tp_size_; }
+  int world_size() const { return world_size_; }
+  // The tensor-parallel group of this process's stage (valid while the transport lives).
+  Communicator& tensor_parallel_group() { return *tensor_group_; }
   Memory memory() const override { return Memory::Host; }
   void reserve(int64_t, int) override {}  // messages are sized as they come
 
@@ -59,6 +88,9 @@ class MpiTransport : public Transport {
 
   double timeout_s_;
   int rank_ = 0, size_ = 1, local_size_ = 1, local_rank_ = 0;
+  int tp_rank_ = 0, tp_size_ = 1, world_size_ = 1;
+  int pipeline_comm_ = 0, tensor_comm_ = 0;  // MPI_Comm_c2f handles
+  std::unique_ptr<MpiCommunicator> tensor_group_;
   std::deque<std::unique_ptr<Posted>> posted_;  // ids not yet delivered (buffers kept alive)
 };
 

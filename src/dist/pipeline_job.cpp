@@ -40,9 +40,11 @@ void validate_pipeline_job(const ModelConfig& config, const RunnerOptions& optio
 
 void run_stage_process(const ModelConfig& config, RunnerOptions options, const PipelineSetup& setup,
                        bool serialized, const StageBody& body) {
-  MpiTransport control(setup.timeout_s, serialized);
+  MpiTransport control(setup.timeout_s, serialized, options.tp_size);
   const int rank = control.rank(), size = control.size();
   std::string where = fmt::format("pipeline stage {}/{}", rank, size);
+  if (options.tp_size > 1)
+    where += fmt::format(", tensor-parallel rank {}/{}", control.tp_rank(), options.tp_size);
   // CPU stages hand tensors over through MPI; GPU stages through NCCL, with MPI under it.
   std::unique_ptr<Transport> device_transport;
   Transport* transport = &control;
@@ -52,9 +54,16 @@ void run_stage_process(const ModelConfig& config, RunnerOptions options, const P
   // never returns.
   std::unique_ptr<ModelRunner> runner;
   try {
-    if (size != setup.pp_size)
-      fail("this MPI job has {} processes but --pp-size is {}; start it with mpirun -np {}", size,
-           setup.pp_size, setup.pp_size);
+    if (size != setup.pp_size) {
+      const int processes = setup.pp_size * options.tp_size;
+      const std::string wanted = options.tp_size == 1
+                                     ? fmt::format("--pp-size is {}", setup.pp_size)
+                                     : fmt::format("--pp-size {} x --tp-size {} is {}",
+                                                   setup.pp_size, options.tp_size, processes);
+      fail("this MPI job has {} processes but {}; start it with mpirun -np {}",
+           control.world_size(), wanted, processes);
+    }
+    options.tensor_parallel = &control.tensor_parallel_group();
     const StagePlan plan =
         partition_layers(config.num_layers, setup.pp_size, setup.layers_per_stage)[rank];
     where += fmt::format(" (layers [{}, {}))", plan.start_layer, plan.end_layer);
@@ -109,9 +118,17 @@ void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
                         const GenerateOptions& generate_options, const StageReport& report) {
   run_stage_process(config, std::move(options), setup, false, [&](StageContext& stage) {
     GenerateStats stats;
+    // Tensor parallelism alone (one stage): every rank runs the one-process loop; its ranks
+    // build the same batches and draw the same ids from the same gathered logits.
     const auto outputs =
-        generate_pipelined(stage.runner, stage.transport, requests, generate_options, &stats);
-    report(stage.transport.rank(), stage.plan.is_last, outputs, stats);
+        setup.pp_size == 1
+            ? generate(stage.runner, requests, generate_options, &stats)
+            : generate_pipelined(stage.runner, stage.transport, requests, generate_options, &stats);
+    stats.tp_collective_s = stage.control.tensor_parallel_group().seconds();
+    stats.tp_collectives = stage.control.tensor_parallel_group().calls();
+    // The ranks of a stage know the same outputs: its tensor-parallel rank 0 reports them.
+    if (stage.control.tp_rank() == 0)
+      report(stage.transport.rank(), stage.plan.is_last, outputs, stats);
   });
 }
 

@@ -1,10 +1,11 @@
 #pragma once
-// One process's part of a pipeline-parallel generate job: join the MPI job, build the stage
-// this process's rank owns (its layers, its pools: nothing of other stages), run the pipelined
-// generate loop, and turn any failure into a job-wide end: the failing stage prints
-// "error: pipeline stage k/N ...: <why>" and calls MPI_Abort, and mpirun ends every process
-// with a non-zero status. With --device cuda each stage drives one GPU (--base-gpu-id plus
-// its rank on this machine) and hands tensors over through NCCL (dist/nccl_transport.h).
+// One process's part of a pipeline- and/or tensor-parallel generate job (a grid of --pp-size
+// stages x --tp-size ranks, docs/tensor_parallel.md): join the MPI job, build the stage
+// this process's rank owns (its tensor-parallel shard of it) (its layers, its pools: nothing of
+// other stages), run the pipelined generate loop, and turn any failure into a job-wide end: the
+// failing stage prints "error: pipeline stage k/N ...: <why>" and calls MPI_Abort, and mpirun ends
+// every process with a non-zero status. With --device cuda each stage drives one GPU (--base-gpu-id
+// plus its rank on this machine) and hands tensors over through NCCL (dist/nccl_transport.h).
 #include <functional>
 #include <vector>
 

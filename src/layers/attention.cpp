@@ -24,9 +24,10 @@ AttentionOptions attention_options_from_config(const ModelConfig& c, int layer_i
 
 // The fused projection of gated attention, columns [q | k | v | gate]: q_proj's rows are
 // [q_h | gate_h] per head; they are split so that q and k stay adjacent (one rope over both)
-// and the gate comes last.
+// and the gate comes last. Only the heads of `q_heads` and `kv_heads` (this TP rank's).
 Linear GQAAttention::gated_qkv(ParamLoader& w, const std::string& prefix,
-                               const AttentionOptions& opt) {
+                               const AttentionOptions& opt, const Shard& q_heads,
+                               const Shard& kv_heads) {
   if (opt.qkv_bias)
     fail("config.json: attention_bias with a gated q_proj (layer {}) is not supported",
          opt.layer_id);
@@ -35,38 +36,50 @@ Linear GQAAttention::gated_qkv(ParamLoader& w, const std::string& prefix,
   const Tensor q = w.host(prefix + "." + opt.q + ".weight", {2 * q_out, H});
   const Tensor k = w.host(prefix + "." + opt.k + ".weight", {kv_out, H});
   const Tensor v = w.host(prefix + "." + opt.v + ".weight", {kv_out, H});
-  Tensor fused({2 * q_out + 2 * kv_out, H});
+  const int64_t heads = q_heads.size(opt.num_heads), first = q_heads.begin(opt.num_heads);
+  const int64_t kv_rows = kv_heads.size(opt.num_kv_heads) * hd,
+                kv_first = kv_heads.begin(opt.num_kv_heads) * hd;
+  Tensor fused({2 * heads * hd + 2 * kv_rows, H});
   float* out = fused.data();
   auto put_rows = [&](const float* src, int64_t rows) {
     std::copy_n(src, rows * H, out);
     out += rows * H;
   };
-  for (int h = 0; h < opt.num_heads; ++h) put_rows(q.data() + 2 * h * hd * H, hd);
-  put_rows(k.data(), kv_out);
-  put_rows(v.data(), kv_out);
-  for (int h = 0; h < opt.num_heads; ++h) put_rows(q.data() + (2 * h + 1) * hd * H, hd);
+  for (int64_t h = first; h < first + heads; ++h) put_rows(q.data() + 2 * h * hd * H, hd);
+  put_rows(k.row(kv_first), kv_rows);
+  put_rows(v.row(kv_first), kv_rows);
+  for (int64_t h = first; h < first + heads; ++h) put_rows(q.data() + (2 * h + 1) * hd * H, hd);
   return Linear::from_tensors(w.upload_matrix(fused));
 }
 
 GQAAttention::GQAAttention(ParamLoader& w, const std::string& prefix, const AttentionOptions& opt)
     : opt_(opt) {
-  const int64_t q_out = int64_t{opt.num_heads} * opt.head_dim,
-                kv_out = int64_t{opt.num_kv_heads} * opt.head_dim;
+  // Tensor parallelism: this rank's query heads, and the KV heads they read (split, or
+  // replicated when there are fewer KV heads than ranks); o_proj sums the heads' parts.
+  const Communicator& group = w.tensor_parallel();
+  const Shard q_heads{group.rank(), group.size()};
+  const Shard kv_heads = head_group_shard(opt.num_kv_heads, group.rank(), group.size());
+  STRATA_CHECK(opt.num_heads % group.size() == 0, "layer {}: {} heads over {} ranks", opt.layer_id,
+               opt.num_heads, group.size());
+  opt_.num_heads = static_cast<int>(q_heads.size(opt.num_heads));
+  opt_.num_kv_heads = static_cast<int>(kv_heads.size(opt.num_kv_heads));
+  const int64_t hd = opt.head_dim, q_out = int64_t{opt.num_heads} * hd,
+                kv_out = int64_t{opt.num_kv_heads} * hd;
   if (opt.output_gate) {
-    qkv_ = gated_qkv(w, prefix, opt);
+    qkv_ = gated_qkv(w, prefix, opt, q_heads, kv_heads);
   } else {
-    qkv_ =
-        Linear::load_stacked(w, {prefix + "." + opt.q, prefix + "." + opt.k, prefix + "." + opt.v},
-                             opt.hidden_size, {q_out, kv_out, kv_out}, opt.qkv_bias);
+    qkv_ = Linear::load_column_parallel(
+        w, {prefix + "." + opt.q, prefix + "." + opt.k, prefix + "." + opt.v}, opt.hidden_size,
+        {q_out, kv_out, kv_out}, {q_heads, kv_heads, kv_heads}, opt.qkv_bias);
   }
-  o_ = Linear::load(w, prefix + "." + opt.o, q_out, opt.hidden_size, opt.o_bias);
+  o_ = Linear::load_row_parallel(w, prefix + "." + opt.o, q_out, opt.hidden_size, opt.o_bias);
   if (opt.qk_norm) {
     q_norm_ = RMSNorm::load(w, prefix + "." + opt.q_norm + ".weight", opt.head_dim, opt.norm_eps,
                             opt.norm_weight_offset);
     k_norm_ = RMSNorm::load(w, prefix + "." + opt.k_norm + ".weight", opt.head_dim, opt.norm_eps,
                             opt.norm_weight_offset);
   }
-  if (opt.sinks) sinks_ = w.vector(prefix + ".sinks", opt.num_heads);
+  if (opt.sinks) sinks_ = w.vector(prefix + ".sinks", opt.num_heads, q_heads);
   if (opt.use_rope) {
     const int rotary_dim = static_cast<int>(opt.head_dim * opt.rope.partial_rotary_factor);
     rope_ = RotaryEmbedding(opt.rope, rotary_dim).table(w);
@@ -122,10 +135,16 @@ Tensor GQAAttention::forward(const Tensor& x, const ForwardBatch&, ForwardContex
 
 GatedMLP::GatedMLP(ParamLoader& w, const std::string& prefix, int hidden, int intermediate,
                    Activation act, bool bias, std::string gate, std::string up, std::string down)
-    : intermediate_(intermediate), act_(act) {
-  gate_up_ = Linear::load_stacked(w, {prefix + "." + gate, prefix + "." + up}, hidden,
-                                  {intermediate, intermediate}, bias);
-  down_ = Linear::load(w, prefix + "." + down, intermediate, hidden, bias);
+    : act_(act) {
+  // Tensor parallelism: this rank's intermediate columns of gate and up, down_proj sums them.
+  const Communicator& group = w.tensor_parallel();
+  const Shard columns{group.rank(), group.size()};
+  STRATA_CHECK(intermediate % group.size() == 0, "{}: intermediate size {} over {} ranks", prefix,
+               intermediate, group.size());
+  intermediate_ = static_cast<int>(columns.size(intermediate));
+  gate_up_ = Linear::load_column_parallel(w, {prefix + "." + gate, prefix + "." + up}, hidden,
+                                          {intermediate, intermediate}, {columns, columns}, bias);
+  down_ = Linear::load_row_parallel(w, prefix + "." + down, intermediate, hidden, bias);
 }
 
 Tensor GatedMLP::hidden_activation(Ops& ops, const Tensor& x) const {

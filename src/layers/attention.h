@@ -39,6 +39,8 @@ struct AttentionOptions {
 // window. Families set the rest.
 AttentionOptions attention_options_from_config(const ModelConfig& c, int layer_id);
 
+// Under tensor parallelism a rank holds its share of the heads (model/shard.h) and its KV
+// layout reports only those: each rank's pool caches its own KV heads.
 class GQAAttention {
  public:
   GQAAttention(ParamLoader& w, const std::string& prefix, const AttentionOptions& opt);
@@ -53,7 +55,8 @@ class GQAAttention {
  private:
   // The attention output before o_proj: [T, heads * head_dim] in the activation dtype.
   Tensor attend(const Tensor& x, ForwardContext& ctx) const;
-  static Linear gated_qkv(ParamLoader& w, const std::string& prefix, const AttentionOptions& opt);
+  static Linear gated_qkv(ParamLoader& w, const std::string& prefix, const AttentionOptions& opt,
+                          const Shard& q_heads, const Shard& kv_heads);
 
   AttentionOptions opt_;
   Linear qkv_, o_;

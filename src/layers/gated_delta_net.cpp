@@ -5,6 +5,7 @@
 
 #include "cache/state_pool.h"
 #include "core/error.h"
+#include "layers/row_sections.h"
 
 namespace strata {
 
@@ -30,47 +31,62 @@ GatedDeltaNetOptions gated_delta_net_options(const ModelConfig& c, int layer_id)
   return o;
 }
 
+// Tensor parallelism splits the mixer by key heads, each with the r value heads that read it:
+// a rank holds their q, k, v, z, b, a rows, conv channels, decay parameters, norm and state;
+// out_proj sums the value heads' parts. Key heads that do not split evenly stay whole.
 GatedDeltaNetMixer::GatedDeltaNetMixer(ParamLoader& w, const std::string& prefix,
                                        const GatedDeltaNetOptions& opt)
     : opt_(opt) {
   const int64_t H = opt.hidden_size, dk = opt.k_dim, dv = opt.v_dim, HK = opt.num_k_heads,
                 HV = opt.num_v_heads, r = HV / HK;
+  const Communicator& tp = w.tensor_parallel();
+  const Shard heads = HK % tp.size() == 0 ? Shard{tp.rank(), tp.size()} : Shard{};
+  const int64_t first = heads.begin(HK), local = heads.size(HK);
+  opt_.num_k_heads = static_cast<int>(local);
+  opt_.num_v_heads = static_cast<int>(local * r);
   // The checkpoint interleaves by key head: in_proj_qkvz rows are, per key head, [q (dk) |
   // k (dk) | v (r dv) | z (r dv)], in_proj_ba rows [b (r) | a (r)]. Regrouped here into one
   // projection [q | k | v | z | b | a] so that q | k | v are the conv's contiguous channels.
   const int64_t group = 2 * dk + 2 * r * dv;
   const Tensor qkvz = w.host(prefix + ".in_proj_qkvz.weight", {HK * group, H});
   const Tensor ba = w.host(prefix + ".in_proj_ba.weight", {HK * 2 * r, H});
-  Tensor fused({HK * group + 2 * HV, H});
+  Tensor fused({local * group + 2 * local * r, H});
   float* out = fused.data();
   auto take = [&](const Tensor& src, int64_t first_row, int64_t rows) {
     std::copy_n(src.data() + first_row * H, rows * H, out);
     out += rows * H;
   };
-  for (int64_t g = 0; g < HK; ++g) take(qkvz, g * group, dk);                        // q
-  for (int64_t g = 0; g < HK; ++g) take(qkvz, g * group + dk, dk);                   // k
-  for (int64_t g = 0; g < HK; ++g) take(qkvz, g * group + 2 * dk, r * dv);           // v
-  for (int64_t g = 0; g < HK; ++g) take(qkvz, g * group + 2 * dk + r * dv, r * dv);  // z
-  for (int64_t g = 0; g < HK; ++g) take(ba, g * 2 * r, r);                           // b
-  for (int64_t g = 0; g < HK; ++g) take(ba, g * 2 * r + r, r);                       // a
+  const int64_t end = first + local;
+  for (int64_t g = first; g < end; ++g) take(qkvz, g * group, dk);                        // q
+  for (int64_t g = first; g < end; ++g) take(qkvz, g * group + dk, dk);                   // k
+  for (int64_t g = first; g < end; ++g) take(qkvz, g * group + 2 * dk, r * dv);           // v
+  for (int64_t g = first; g < end; ++g) take(qkvz, g * group + 2 * dk + r * dv, r * dv);  // z
+  for (int64_t g = first; g < end; ++g) take(ba, g * 2 * r, r);                           // b
+  for (int64_t g = first; g < end; ++g) take(ba, g * 2 * r + r, r);                       // a
   in_proj_ = Linear::from_tensors(w.upload_matrix(fused));
-  out_proj_ = Linear::load(w, prefix + ".out_proj", opt.value_dim(), H, false);
-  const int64_t conv_dim = opt.conv_dim();
-  conv_weight_ = w.upload(w.host(prefix + ".conv1d.weight", {conv_dim, 1, opt.conv_kernel})
-                              .reshaped({conv_dim, opt.conv_kernel}),
-                          DType::F32);
+  out_proj_ = heads.whole()
+                  ? Linear::load(w, prefix + ".out_proj", opt.value_dim(), H, false)
+                  : Linear::load_row_parallel(w, prefix + ".out_proj", opt.value_dim(), H, false);
+  // The conv's channels q | k | v, this rank's heads of each.
+  const RowSection q_rows{0, first * dk, local * dk}, k_rows{HK * dk, q_rows.begin, q_rows.size},
+      v_rows{2 * HK * dk, first * r * dv, local * r * dv};
+  conv_weight_ =
+      w.upload(pick_rows(w.host(prefix + ".conv1d.weight", {opt.conv_dim(), 1, opt.conv_kernel}),
+                         opt.conv_kernel, {q_rows, k_rows, v_rows}),
+               DType::F32);
   Tensor A = w.host(prefix + ".A_log", {HV}).clone();  // the loaded tensor may map the file
   for (int64_t h = 0; h < HV; ++h) A.data()[h] = -std::exp(A.data()[h]);
-  rule_.num_k_heads = opt.num_k_heads;
-  rule_.num_v_heads = opt.num_v_heads;
+  const RowSection v_heads{0, first * r, local * r};
+  rule_.num_k_heads = opt_.num_k_heads;
+  rule_.num_v_heads = opt_.num_v_heads;
   rule_.k_dim = opt.k_dim;
   rule_.v_dim = opt.v_dim;
   rule_.chunk_size = opt.chunk_size;
-  rule_.A = w.upload(A, DType::F32);
-  rule_.dt_bias = w.vector(prefix + ".dt_bias", HV);
+  rule_.A = w.upload(pick_rows(A, 1, {v_heads}), DType::F32);
+  rule_.dt_bias = w.vector(prefix + ".dt_bias", HV, heads);
   const Tensor norm = w.host(prefix + ".norm.weight", {dv});
-  Tensor tiled({HV * dv});
-  for (int64_t h = 0; h < HV; ++h) std::copy_n(norm.data(), dv, tiled.data() + h * dv);
+  Tensor tiled({local * r * dv});
+  for (int64_t h = 0; h < local * r; ++h) std::copy_n(norm.data(), dv, tiled.data() + h * dv);
   norm_weight_ = w.upload(tiled, DType::F32);
 }
 

@@ -6,6 +6,7 @@
 
 #include "cache/state_pool.h"
 #include "core/error.h"
+#include "layers/row_sections.h"
 
 namespace strata {
 
@@ -43,6 +44,12 @@ Mamba2Options mamba2_options_from_config(const ModelConfig& c, const Mamba2Confi
   return o;
 }
 
+// Tensor parallelism splits the mixer by heads: a rank holds its heads' z, x, dt, A, D and
+// dt_bias, the B and C groups those heads read (split like KV heads, or replicated when there
+// are fewer groups than ranks), their conv channels and norm columns, and its state; out_proj
+// sums the heads' parts. A gated norm over groups that do not split with the heads (one group
+// over the whole width: Bamba) would need the RMS of every rank's columns: such a mixer stays
+// whole on every rank.
 Mamba2Mixer::Mamba2Mixer(ParamLoader& w, const std::string& prefix, const Mamba2Options& opt)
     : opt_(opt) {
   const int64_t I = opt.intermediate(), conv_dim = opt.conv_dim(), H = opt.num_heads;
@@ -54,32 +61,76 @@ Mamba2Mixer::Mamba2Mixer(ParamLoader& w, const std::string& prefix, const Mamba2
       static_cast<int64_t>(opt.in_proj_scale.size()) != opt.in_proj_width())
     fail("Mamba2 layer {}: {} in_proj multipliers for {} columns", opt.layer_id,
          opt.in_proj_scale.size(), opt.in_proj_width());
-  in_proj_ = Linear::load(w, prefix + "." + opt.in_proj, opt.hidden_size, opt.in_proj_width(),
-                          opt.proj_bias);
-  out_proj_ = Linear::load(w, prefix + "." + opt.out_proj, I, opt.hidden_size, opt.out_proj_bias);
+  Communicator& group = w.tensor_parallel();
+  const int tp = group.size();
+  const bool split = tp > 1 && H % tp == 0 && (opt.n_groups % tp == 0 || tp % opt.n_groups == 0) &&
+                     (!opt.gated_norm || opt.norm_groups % tp == 0);
+  const Shard heads = split ? Shard{group.rank(), tp} : Shard{};
+  const Shard groups = split ? head_group_shard(opt.n_groups, group.rank(), tp) : Shard{};
+  opt_.num_heads = static_cast<int>(heads.size(H));
+  opt_.n_groups = static_cast<int>(groups.size(opt.n_groups));
+  if (split && opt.gated_norm) opt_.norm_groups = opt.norm_groups / tp;
+  // This rank's rows of z | x | B | C | dt, and of the conv channels x | B | C.
+  const int64_t hd = opt.head_dim, gn = opt.state_size, GN = int64_t{opt.n_groups} * gn;
+  const RowSection x{0, heads.begin(H) * hd, heads.size(H) * hd},
+      b{I, groups.begin(opt.n_groups) * gn, groups.size(opt.n_groups) * gn},
+      c{I + GN, b.begin, b.size};
+  auto shifted = [](RowSection s, int64_t by) {
+    return RowSection{s.offset + by, s.begin, s.size};
+  };
+  // (Whole, the sections cover every row in order.)
+  const std::vector<RowSection> conv_rows = {x, b, c};
+  const std::vector<RowSection> proj_rows = {x,
+                                             shifted(x, I),
+                                             shifted(b, I),
+                                             shifted(c, I),
+                                             {I + conv_dim, heads.begin(H), heads.size(H)}};
+
+  const std::string in_name = prefix + "." + opt.in_proj;
+  if (split) {
+    in_proj_ = Linear::from_tensors(
+        w.upload_matrix(
+            pick_rows(w.host(in_name + ".weight", {opt.in_proj_width(), opt.hidden_size}),
+                      opt.hidden_size, proj_rows)),
+        opt.proj_bias
+            ? w.upload(pick_rows(w.host(in_name + ".bias", {opt.in_proj_width()}), 1, proj_rows),
+                       DType::F32)
+            : Tensor{});
+  } else {
+    in_proj_ = Linear::load(w, in_name, opt.hidden_size, opt.in_proj_width(), opt.proj_bias);
+  }
+  out_proj_ =
+      split ? Linear::load_row_parallel(w, prefix + "." + opt.out_proj, I, opt.hidden_size,
+                                        opt.out_proj_bias)
+            : Linear::load(w, prefix + "." + opt.out_proj, I, opt.hidden_size, opt.out_proj_bias);
   // The checkpoint's conv weight is [conv_dim, 1, kernel]: one filter per channel.
-  conv_weight_ =
-      w.upload(w.host(prefix + "." + opt.conv1d + ".weight", {conv_dim, 1, opt.conv_kernel})
-                   .reshaped({conv_dim, opt.conv_kernel}),
-               DType::F32);
-  if (opt.conv_bias) conv_bias_ = w.vector(prefix + "." + opt.conv1d + ".bias", conv_dim);
+  const Tensor conv = w.host(prefix + "." + opt.conv1d + ".weight", {conv_dim, 1, opt.conv_kernel});
+  conv_weight_ = w.upload(
+      pick_rows(conv, opt.conv_kernel, conv_rows).reshaped({opt_.conv_dim(), opt.conv_kernel}),
+      DType::F32);
+  if (opt.conv_bias)
+    conv_bias_ =
+        w.upload(pick_rows(w.host(prefix + "." + opt.conv1d + ".bias", {conv_dim}), 1, conv_rows),
+                 DType::F32);
   Tensor a = w.host(prefix + ".A_log", {H}).clone();  // the loaded tensor may map the file
   for (int64_t h = 0; h < H; ++h) a.data()[h] = -std::exp(a.data()[h]);
-  ssm_.num_heads = opt.num_heads;
+  ssm_.num_heads = opt_.num_heads;
   ssm_.head_dim = opt.head_dim;
-  ssm_.n_groups = opt.n_groups;
+  ssm_.n_groups = opt_.n_groups;
   ssm_.state_size = opt.state_size;
   ssm_.chunk_size = opt.chunk_size;
   ssm_.dt_min = opt.dt_min;
   ssm_.dt_max = opt.dt_max;
-  ssm_.A = w.upload(a, DType::F32);
-  ssm_.D = w.vector(prefix + ".D", H);
-  ssm_.dt_bias = w.vector(prefix + ".dt_bias", H);
-  if (opt.gated_norm) norm_weight_ = w.vector(prefix + "." + opt.norm + ".weight", I);
+  const std::vector<RowSection> head_rows = {{0, heads.begin(H), heads.size(H)}};
+  ssm_.A = w.upload(pick_rows(a, 1, head_rows), DType::F32);
+  ssm_.D = w.vector(prefix + ".D", H, heads);
+  ssm_.dt_bias = w.vector(prefix + ".dt_bias", H, heads);
+  if (opt.gated_norm) norm_weight_ = w.vector(prefix + "." + opt.norm + ".weight", I, heads);
   if (!opt.in_proj_scale.empty()) {
-    Tensor scale({opt.in_proj_width()});
-    std::copy(opt.in_proj_scale.begin(), opt.in_proj_scale.end(), scale.data());
-    in_proj_scale_ = w.upload(scale, DType::F32);
+    // (Whole, the sections cover every column in order.)
+    const Tensor whole =
+        Tensor::view(const_cast<float*>(opt.in_proj_scale.data()), {opt.in_proj_width()});
+    in_proj_scale_ = w.upload(pick_rows(whole, 1, proj_rows), DType::F32);
   }
 }
 

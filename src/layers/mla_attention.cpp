@@ -23,36 +23,50 @@ float mla_softmax_scale(int qk_head_dim, const RopeConfig& rope) {
   return static_cast<float>(scale);
 }
 
+// Tensor parallelism splits the heads: a rank holds its heads' rows of q_proj (q_b_proj) and
+// kv_b_proj, and o_proj sums their parts. The latent projections (q_a, kv_a) and the latent
+// cache are per token, not per head: every rank holds them whole.
 MLAAttention::MLAAttention(ParamLoader& w, const std::string& prefix, const MLAOptions& opt)
     : opt_(opt) {
+  const Communicator& group = w.tensor_parallel();
+  STRATA_CHECK(opt.num_heads % group.size() == 0, "layer {}: {} heads over {} ranks", opt.layer_id,
+               opt.num_heads, group.size());
+  const Shard my_heads{group.rank(), group.size()};
+  opt_.num_heads = static_cast<int>(my_heads.size(opt.num_heads));
   const int64_t qk_head = opt.qk_nope_head_dim + opt.qk_rope_head_dim;
   const int64_t q_out = int64_t{opt.num_heads} * qk_head;
   if (opt.q_lora_rank > 0) {
     q_a_proj_ = Linear::load(w, prefix + ".q_a_proj", opt.hidden_size, opt.q_lora_rank, opt.bias);
     q_a_norm_ = RMSNorm::load(w, prefix + ".q_a_layernorm.weight", opt.q_lora_rank, kLatentNormEps);
-    q_b_proj_ = Linear::load(w, prefix + ".q_b_proj", opt.q_lora_rank, q_out, false);
+    q_b_proj_ = Linear::load_column_parallel(w, {prefix + ".q_b_proj"}, opt.q_lora_rank, {q_out},
+                                             {my_heads}, false);
   } else {
-    q_proj_ = Linear::load(w, prefix + ".q_proj", opt.hidden_size, q_out, false);
+    q_proj_ = Linear::load_column_parallel(w, {prefix + ".q_proj"}, opt.hidden_size, {q_out},
+                                           {my_heads}, false);
   }
   kv_a_proj_ = Linear::load(w, prefix + ".kv_a_proj_with_mqa", opt.hidden_size,
                             opt.kv_lora_rank + opt.qk_rope_head_dim, opt.bias);
   kv_a_norm_ =
       RMSNorm::load(w, prefix + ".kv_a_layernorm.weight", opt.kv_lora_rank, kLatentNormEps);
-  // kv_b_proj [heads * (nope + v), kv_lora_rank]: W_UK_h then W_UV_h for each head.
-  const int heads = opt.num_heads, nope = opt.qk_nope_head_dim, v = opt.v_head_dim,
+  // kv_b_proj [heads * (nope + v), kv_lora_rank]: W_UK_h then W_UV_h for each head (this
+  // rank's heads, from `first`).
+  const int heads = opt_.num_heads, nope = opt.qk_nope_head_dim, v = opt.v_head_dim,
             latent = opt.kv_lora_rank;
-  const Tensor kv_b = w.host(prefix + ".kv_b_proj.weight", {int64_t{heads} * (nope + v), latent});
+  const auto first = static_cast<int>(my_heads.begin(opt.num_heads));
+  const Tensor kv_b =
+      w.host(prefix + ".kv_b_proj.weight", {int64_t{opt.num_heads} * (nope + v), latent});
   Tensor uk_t({int64_t{heads} * latent, nope}), uv({int64_t{heads} * v, latent});
   for (int h = 0; h < heads; ++h) {
-    const float* w_uk = kv_b.row(int64_t{h} * (nope + v));  // [nope, latent]
+    const float* w_uk = kv_b.row(int64_t{first + h} * (nope + v));  // [nope, latent]
     for (int i = 0; i < nope; ++i)
       for (int j = 0; j < latent; ++j) uk_t.row(int64_t{h} * latent + j)[i] = w_uk[i * latent + j];
-    std::memcpy(uv.row(int64_t{h} * v), kv_b.row(int64_t{h} * (nope + v) + nope),
+    std::memcpy(uv.row(int64_t{h} * v), kv_b.row(int64_t{first + h} * (nope + v) + nope),
                 sizeof(float) * v * latent);
   }
   w_uk_t_ = w.upload_matrix(uk_t);
   w_uv_ = w.upload_matrix(uv);
-  o_proj_ = Linear::load(w, prefix + ".o_proj", int64_t{heads} * v, opt.hidden_size, opt.bias);
+  o_proj_ = Linear::load_row_parallel(w, prefix + ".o_proj", int64_t{opt.num_heads} * v,
+                                      opt.hidden_size, opt.bias);
   rope_ = RotaryEmbedding(opt.rope, opt.qk_rope_head_dim, opt.rope_interleaved).table(w);
   STRATA_CHECK(opt.scale > 0.0f, "MLA layer {} built without a softmax scale", opt.layer_id);
 }

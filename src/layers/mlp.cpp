@@ -1,12 +1,19 @@
 #include "layers/mlp.h"
 
+#include "core/error.h"
+
 namespace strata {
 
 UngatedMLP::UngatedMLP(ParamLoader& w, const std::string& prefix, int hidden, int intermediate,
                        Activation act, bool bias)
     : act_(act) {
-  up_ = Linear::load(w, prefix + ".up_proj", hidden, intermediate, bias);
-  down_ = Linear::load(w, prefix + ".down_proj", intermediate, hidden, bias);
+  // Tensor parallelism: this rank's intermediate columns; down_proj sums them.
+  const Communicator& group = w.tensor_parallel();
+  STRATA_CHECK(intermediate % group.size() == 0, "{}: intermediate size {} over {} ranks", prefix,
+               intermediate, group.size());
+  up_ = Linear::load_column_parallel(w, {prefix + ".up_proj"}, hidden, {intermediate},
+                                     {Shard{group.rank(), group.size()}}, bias);
+  down_ = Linear::load_row_parallel(w, prefix + ".down_proj", intermediate, hidden, bias);
 }
 
 void UngatedMLP::forward(Ops& ops, const Tensor& x, Tensor& residual) const {

@@ -70,7 +70,8 @@ struct MoEOptions {
   std::string shared_gate;
 };
 
-// A dense expert-shaped MLP (the shared experts).
+// A dense expert-shaped MLP (the shared experts). Under tensor parallelism its intermediate
+// columns are split like GatedMLP's (down_proj sums them).
 class ExpertMlp {
  public:
   ExpertMlp() = default;
@@ -83,9 +84,12 @@ class ExpertMlp {
   Linear in_, down_;  // in_ = gate|up stacked (gated) or up
 };
 
+// Under tensor parallelism every rank holds every expert with its share of the intermediate
+// columns (SGLang's and vLLM's default MoE split): each rank routes every token the same way
+// (the router is whole), its experts add partial outputs, and those are summed over the group.
 class MoELayer {
  public:
-  // Expert weights of `storage`, stacked as ExpertWeights wants them.
+  // Expert weights of `storage`, stacked as ExpertWeights wants them (this rank's columns).
   static ExpertWeights load_experts(ParamLoader& w, const std::string& prefix,
                                     const MoEOptions& opt);
   MoELayer(ParamLoader& w, const std::string& prefix, const MoEOptions& opt);
@@ -101,6 +105,7 @@ class MoELayer {
   ExpertMlp shared_;
   Linear shared_gate_;
   bool has_shared_ = false;
+  Communicator* reduce_over_ = nullptr;  // the TP group the routed experts' parts are summed over
 };
 
 }  // namespace strata

@@ -30,8 +30,9 @@ class ShortConvMixer {
 
  private:
   ShortConvOptions opt_;
+  int64_t channels_ = 0;  // this tensor-parallel rank's channels (hidden_size with one rank)
   Linear in_proj_, out_proj_;
-  Tensor conv_weight_, conv_bias_;  // [hidden, kernel], [hidden] f32 on the stage's device
+  Tensor conv_weight_, conv_bias_;  // [channels, kernel], [channels] f32 on the stage's device
 };
 
 }  // namespace strata

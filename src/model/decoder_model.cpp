@@ -14,8 +14,9 @@ DecoderModel::DecoderModel(const ModelConfig& config, ParamLoader& weights, Stag
   if (stage.is_last) {
     final_norm_ = RMSNorm::load(weights, names_.final_norm, h,
                                 static_cast<float>(config.rms_norm_eps), names_.norm_weight_offset);
-    lm_head_ = config.tie_word_embeddings ? Linear::from_tensors(embed_.table())
-                                          : Linear::load(weights, names_.lm_head, h, vocab, false);
+    lm_head_ = config.tie_word_embeddings
+                   ? Linear::vocab_parallel_view(weights, embed_.table())
+                   : Linear::load_vocab_parallel(weights, names_.lm_head, h, vocab);
   }
 }
 

@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "model/load_progress.h"
+#include "model/shard.h"
 #include "model/weights.h"
 #include "ops/ops.h"
 
@@ -26,9 +28,21 @@ class ParamLoader {
   // --load-format dummy: values are made, not read.
   bool dummy() const { return dummy_; }
 
+  // The tensor-parallel group the loaded layers belong to (a single rank unless set): layers
+  // ask it which shard is theirs and keep it for their collectives.
+  void set_tensor_parallel(Communicator& group) { tensor_parallel_ = &group; }
+  Communicator& tensor_parallel() { return *tensor_parallel_; }
+
   // `prefix.weight` [outs[i], in] of each prefix, stacked along rows (q|k|v, gate|up).
   Tensor matrix(const std::vector<std::string>& prefixes, int64_t in,
                 const std::vector<int64_t>& outs);
+  // The same with only rows shards[i] of each part: a column-parallel layer's share.
+  Tensor matrix_rows(const std::vector<std::string>& prefixes, int64_t in,
+                     const std::vector<int64_t>& outs, const std::vector<Shard>& shards);
+  // Columns `shard` of each of `names` [rows, cols], stacked along rows: a row-parallel
+  // layer's share (several: the experts' down projections).
+  Tensor matrix_cols(const std::vector<std::string>& names, int64_t rows, int64_t cols,
+                     const Shard& shard);
   // One matrix tensor by its full name (an embedding table, an expert's projection).
   Tensor matrix(const std::string& name, int64_t rows, int64_t cols);
   // One matrix kept in f32 on every device (MoE routers: the references compute them in f32,
@@ -41,11 +55,12 @@ class ParamLoader {
   Tensor matrix_rearranged(const std::string& name, const std::vector<int64_t>& stored_shape,
                            int64_t rows, int64_t cols,
                            const std::function<Tensor(const Tensor&)>& rearrange);
-  // `name` [n] as f32 on the device.
-  Tensor vector(const std::string& name, int64_t n);
-  // `prefix.bias` of each prefix, stacked; an empty tensor when `present` is false.
+  // `name` [n] as f32 on the device (entries `shard` of it).
+  Tensor vector(const std::string& name, int64_t n, const Shard& shard = {});
+  // `prefix.bias` of each prefix (entries shards[i] of each; empty: all), stacked; an empty
+  // tensor when `present` is false.
   Tensor biases(const std::vector<std::string>& prefixes, const std::vector<int64_t>& outs,
-                bool present);
+                bool present, const std::vector<Shard>& shards = {});
   // The host f32 values of `name` (for parameters transformed at load: MLA's kv_b split).
   Tensor host(const std::string& name, const std::vector<int64_t>& shape) {
     return source_.load(name, shape);
@@ -73,6 +88,8 @@ class ParamLoader {
   uint64_t seed_;
   size_t bytes_ = 0;
   LoadProgress* progress_ = nullptr;
+  SingleRankCommunicator single_rank_;
+  Communicator* tensor_parallel_ = &single_rank_;
 };
 
 }  // namespace strata

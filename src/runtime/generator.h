@@ -31,6 +31,9 @@ struct GenerateStats {
   double prefill_s = 0, decode_s = 0;
   int64_t decode_tokens = 0;
   double wait_s = 0;  // pipelined: time this stage spent waiting on others (hand-overs, ids)
+  // Tensor-parallel: time in the group's collectives (all-reduces, the logits' all-gather).
+  double tp_collective_s = 0;
+  int64_t tp_collectives = 0;
   // Median time between two consecutive tokens of one request while decoding (the time per
   // decode step as a request sees it; robust to the few first steps that warm up).
   double itl_median_s = 0;

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
+#include "model/shard.h"
 #include "models/registry.h"
 #include "ops/logprobs.h"
 #include "runtime/capabilities.h"
@@ -20,6 +21,8 @@ namespace {
 
 constexpr int64_t kDefaultMaxTotalTokens = 1 << 18;
 constexpr int kMaxThreads = 1024;
+// One process per rank, each with its shard: more ranks than this is a typo, not a machine.
+constexpr int kMaxTpSize = 256;
 
 // The draw of a sampled pass from its logits once edited: the grammar masks (rows < 0 of
 // `mask_rows` are padding), the sample under each row's SamplingRow, and the logprobs of the
@@ -83,6 +86,22 @@ std::vector<std::string> RunnerOptions::problems(const ModelConfig& config) cons
     problems.push_back(
         fmt::format("--mem-fraction-static must be in (0, 1] (a share of GPU memory), got {}",
                     mem_fraction_static));
+  if (tp_size < 1 || tp_size > kMaxTpSize)
+    problems.push_back(
+        fmt::format("--tp-size must be in 1..{} (tensor-parallel ranks per stage), got {}",
+                    kMaxTpSize, tp_size));
+  else if (tp_size > 1 && device != "cpu")
+    problems.push_back(fmt::format(
+        "--tp-size {} with --device {}: tensor parallelism runs on CPU processes (MPI) so far; "
+        "the NCCL communicator for GPUs is not written yet: use --device cpu or --tp-size 1",
+        tp_size, device));
+  else if (auto p = tensor_parallel_problem(config, tp_size))
+    problems.push_back(std::move(*p));
+  if (tensor_parallel && tensor_parallel->size() != tp_size)
+    problems.push_back(
+        fmt::format("this process's tensor-parallel group has {} ranks but "
+                    "--tp-size is {}; start the job with mpirun -np (pp x tp)",
+                    tensor_parallel->size(), tp_size));
   if (stage && (stage->start_layer < 0 || stage->end_layer > config.num_layers ||
                 stage->start_layer > stage->end_layer))
     problems.push_back(fmt::format("stage layers [{}, {}) do not fit a model of {} layers",
@@ -183,6 +202,13 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
     : config_(config), options_(options), stage_(options.stage.value_or(StagePlan::whole(config))) {
   options.validate(config);
   validate_architecture(config);
+  // The ranks are processes of one MPI job (dist/pipeline_job.h): a runner made outside one has
+  // no group to split over.
+  if (options.tp_size > 1 && !options.tensor_parallel)
+    fail(
+        "--tp-size {}: this command runs in one process; tensor parallelism runs under strata "
+        "generate and bench-one-batch (docs/tensor_parallel.md): leave --tp-size out here",
+        options.tp_size);
   const int threads = options.threads > 0
                           ? options.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -199,15 +225,21 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
   weights_ = open_weights(config.model_dir, options.load_format, options.seed);
   ParamLoader loader(*weights_, device_->ops(), options.load_format == LoadFormat::Dummy,
                      options.seed);
-  // A pipeline stage loads a part of the checkpoint: its progress has no whole to count to.
+  if (options.tensor_parallel) loader.set_tensor_parallel(*options.tensor_parallel);
+  // A pipeline stage or a tensor-parallel rank loads a part of the checkpoint: its progress
+  // has no whole to count to.
+  const bool whole_model = stage_.is_first && stage_.is_last && options.tp_size == 1;
   LoadProgress progress(fmt::format("weights (layers [{}, {}) of {})", stage_.start_layer,
                                     stage_.end_layer, config.num_layers),
-                        stage_.is_first && stage_.is_last ? weights_->total_elements() : 0);
+                        whole_model ? weights_->total_elements() : 0);
   if (options.report_load) loader.set_progress(&progress);
   model_ = build_model(config, loader, stage_);
   if (options.report_load) progress.finish();
   weight_bytes_ = loader.bytes();
-  if (stage_.is_first && stage_.is_last) {
+  // (Every tensor-parallel rank reads every tensor but the row-parallel biases only rank 0
+  // adds: rank 0 checks that the checkpoint is used.)
+  if (stage_.is_first && stage_.is_last &&
+      (!options.tensor_parallel || options.tensor_parallel->rank() == 0)) {
     const auto unused = weights_->unused();
     if (!unused.empty())
       std::fprintf(stderr, "warning: %zu checkpoint tensors were not used (first: %s)\n",
@@ -278,11 +310,12 @@ std::vector<std::string> ModelRunner::startup_report(int pp_size) const {
   lines.push_back(fmt::format(
       "configuration: model {}, {}, device {} ({}), weights {}, KV cache {}, page size {}, "
       "context length {}, max running requests {}, pp {} (this stage: layers [{}, {}) of {}), "
-      "tp 1",
+      "tp {} (this rank: {})",
       config_.model_dir, config_.architecture, options_.device, device_->describe(),
       dtype_name(device_->ops().weight_dtype()), kv_dtype, options_.page_size, max_context_len_,
       options_.max_running_requests, pp_size, stage_.start_layer, stage_.end_layer,
-      config_.num_layers));
+      config_.num_layers, options_.tp_size,
+      options_.tensor_parallel ? options_.tensor_parallel->rank() : 0));
   // The KV pool's bytes, grouped by layer layout (full attention, sliding, MLA latent, ...);
   // with a window space the sliding layers' rows are its slots, not the full space's.
   const bool windowed = memory_->has_window_space();

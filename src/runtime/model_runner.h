@@ -14,6 +14,7 @@
 #include "cache/kv_pool.h"
 #include "cache/req_to_token_pool.h"
 #include "cache/state_pool.h"
+#include "dist/communicator.h"
 #include "model/causal_lm.h"
 #include "model/weights.h"
 #include "runtime/stage_device.h"
@@ -38,6 +39,10 @@ struct RunnerOptions {
   uint64_t seed = 0;
   int threads = 0;                 // 0: all cores
   std::optional<StagePlan> stage;  // default: the whole model
+  // Tensor parallelism (docs/tensor_parallel.md): the ranks each layer is split over
+  // (--tp-size), and this process's group of them (the stage process sets it; null: one rank).
+  int tp_size = 1;
+  Communicator* tensor_parallel = nullptr;
   // Recurrent-state pool (hybrid models): its slots in all (0: derived, see
   // mamba_state_slots()), the SSM state's storage dtype, and the prefix-cache strategy for
   // recurrent state (validated against the device capability table) with its checkpoint

@@ -1,0 +1,48 @@
+#pragma once
+// Communicator: the collectives of one tensor-parallel group (docs/tensor_parallel.md). The
+// ranks of a group hold different shards of the same layers and the same residual stream; a
+// row-parallel layer sums its partial outputs over the group (all_reduce_sum), a vocab-parallel
+// LM head joins its logit columns (all_gather_cols). Layers hold the group they were loaded for
+// (ParamLoader::tensor_parallel), so model code calls neither directly and has no `tp > 1`
+// branch: a group of one rank (SingleRankCommunicator) shards nothing.
+//
+// Tensors are the calling device's: MpiCommunicator (mpi_transport.h) works on host f32 tensors
+// between CPU processes. Every collective is called by every rank of the group in the same
+// order; a peer that died or hung becomes an Error after the job's timeout.
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace strata {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // t = the sum of every rank's t, on every rank (t [rows, cols], strided views allowed).
+  virtual void all_reduce_sum(Tensor& t) = 0;
+  // out [rows, C] = every rank's `part` side by side: rank r's part holds the columns
+  // Shard{r, size()}.range(C) of out (model/shard.h: the last part may be narrower).
+  virtual void all_gather_cols(const Tensor& part, Tensor& out) = 0;
+
+  // Time spent inside collectives so far, and how many were run (the benchmark's all-reduce
+  // share of a decode step).
+  double seconds() const { return seconds_; }
+  int64_t calls() const { return calls_; }
+
+ protected:
+  double seconds_ = 0;
+  int64_t calls_ = 0;
+};
+
+// The group of one rank (--tp-size 1): every collective is the identity.
+class SingleRankCommunicator : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void all_reduce_sum(Tensor&) override {}
+  void all_gather_cols(const Tensor& part, Tensor& out) override;
+};
+
+}  // namespace strata
