@@ -79,5 +79,5 @@ jq -rs --argjson input "$INPUT_LEN" --argjson output "$OUTPUT_LEN" '
 # What llama.cpp says about itself, from its last round: threads, CPU use, repacked buffers.
 jq -rs 'map(select(.engine == "llama.cpp")) | group_by(.label)[] | last |
   "\(.label): \(.threads) threads, \(.cpu_seconds_per_wall_second * 100 | round / 100) CPU s per s; " +
-  "\(.buffer_log_lines | map(select(test("model buffer"))) | join("; "))"' "$RESULTS" >&2
+  "\(.buffer_log_lines | map(select(test("model buffer|load_backend|REPACK|flash_attn"))) | join("; "))"' "$RESULTS" >&2
 jq -rs 'map(select(.engine == "llama.cpp")) | .[0].system_info' "$RESULTS" >&2

@@ -135,7 +135,7 @@ console.log(JSON.stringify({
   threads: context.currentThreads,
   cpu_seconds_per_wall_second: (cpu.user + cpu.system) / 1e6 / wallS,
   system_info: llama.systemInfo,
-  buffer_log_lines: logLines.filter((l) => /buffer size|REPACK|AMX|repack/i.test(l)),
+  buffer_log_lines: logLines.filter((l) => /load_backend|buffer size|REPACK|AMX|repack|flash_attn/i.test(l)),
 }));
 await context.dispose();
 await model.dispose();
