@@ -3,8 +3,9 @@
 # on a small Llama config (bench/configs/llama-512x4 unless given), f32 weights both sides, the
 # same prompt ids, strata's `generate --load-format dummy --return-logits` and llama.cpp must
 # pick the same greedy tokens, with the same 5 most probable ids at every step and their
-# probabilities within 1e-3 (relative). A wrong generator port, tensor layout, rotary
-# permutation or metadata field fails it.
+# probabilities within 2e-3 (relative: llama.cpp keeps its KV cache in f16, which moves them by
+# up to ~7e-4 here). A wrong generator port, tensor layout, rotary permutation (tried: the
+# ranks differ from the second step on) or metadata field fails it.
 # Usage: bench/llamacpp/check_same_weights.sh [strata binary] [model dir]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,7 +36,7 @@ strata.logits.forEach((logits, step) => {
   const theirs = llama.top_probabilities[step];
   top.forEach(([id, p], k) => {
     const [tid, tp] = theirs[k];
-    const close = id === tid && Math.abs(p - tp) <= 1e-3 * p;
+    const close = id === tid && Math.abs(p - tp) <= 2e-3 * p;
     if (!close) ok = false;
     if (!close || k === 0)
       console.log(`step ${step} rank ${k}: strata ${id} p=${p.toPrecision(6)}, llama.cpp ${tid} p=${tp.toPrecision(6)}`);
