@@ -55,8 +55,8 @@ for round in $(seq "$ROUNDS"); do
     label=${ROWS[$i]%%|*}
     echo "round $round/$ROUNDS: $label" >&2
     # The JSON is the command's last stdout line; the row's label, place and round go with it.
-    ${ROWS[$i]#*|} | tail -n 1 | jq -c --arg label "$label" --argjson row "$i" \
-      --argjson round "$round" '. + {label: $label, row: $row, round: $round}' >>"$RESULTS"
+    ${ROWS[$i]#*|} | tail -n 1 | jq -c --arg name "$label" --argjson row "$i" \
+      --argjson round "$round" '. + {"label": $name, "row": $row, "round": $round}' >>"$RESULTS"
   done
 done
 echo "results: $RESULTS (load average at the end: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
