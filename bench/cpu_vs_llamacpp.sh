@@ -49,6 +49,7 @@ for type in f32 f16 bf16 q8_0; do
   ROWS+=("llama.cpp $type|node bench/llamacpp/bench_llamacpp.mjs --model $(gguf "$type") --input-len $INPUT_LEN --output-len $OUTPUT_LEN --threads $THREADS")
 done
 
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores" >&2
 : >"$RESULTS"
 for round in $(seq "$ROUNDS"); do
   for i in "${!ROWS[@]}"; do
@@ -65,7 +66,9 @@ echo "results: $RESULTS (load average at the end: $(cut -d' ' -f1-3 /proc/loadav
 jq -rs --argjson input "$INPUT_LEN" --argjson output "$OUTPUT_LEN" '
   def median: sort | if length % 2 == 1 then .[length / 2 | floor]
                      else (.[length / 2 - 1] + .[length / 2]) / 2 end;
-  def fmt(d): . * pow(10; d) | round / pow(10; d) | tostring;
+  def fmt(d): . * pow(10; d) | round | tostring |  # d decimals, kept when they are zeros
+    (length | if . <= d then d + 1 - . else 0 end) as $pad | ("0" * $pad // "") + . |
+    .[:length - d] + "." + .[length - d:];
   (map(select(.input_len != $input or .output_len != $output or .decode_steps != $output - 1
               or .batch_size != 1))
    | if length > 0 then error("error: runs with another prompt length or new-token count than \($input) + \($output) (batch 1): \(map(.label))") else . end) as $_ |
