@@ -9,7 +9,6 @@
 #include "dist/gpu_assignment.h"
 #include "dist/mpi_transport.h"
 #include "dist/partition.h"
-#include "runtime/pipeline_generator.h"
 #ifdef STRATA_WITH_NCCL
 #include "dist/nccl_transport.h"
 #endif
@@ -110,7 +109,7 @@ void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
   run_stage_process(config, std::move(options), setup, false, [&](StageContext& stage) {
     GenerateStats stats;
     const auto outputs =
-        generate_pipelined(stage.runner, stage.transport, requests, generate_options, &stats);
+        generate(stage.runner, requests, generate_options, &stats, &stage.transport);
     report(stage.transport.rank(), stage.plan.is_last, outputs, stats);
   });
 }
