@@ -317,13 +317,12 @@ struct MicroBatchCase {
 // mid-stream frees the request's memory on every stage (each stage reports its pages to
 // process 0), and /get_server_info and /metrics report the stages and their bubbles.
 TEST(PipelineServingMicroBatches, ConcurrentStreamedCachedAndAbortedEqualOneProcess) {
-  const std::vector<MicroBatchCase> cases = {
-      {"llama", "--pp-size 2", 2, true},
-      {"llama", "--pp-size 3", 3, false},
-      {"deepseek_v2_lite", "--pp-size 2", 2, false},
-      {"deepseek_v2_lite", "--pp-size 3", 3, true},
-      {"nemotron_h", "--pp-layer-partition 1,3,4", 3, true},
-      {"nemotron_h", "--pp-size 2", 2, false}};
+  const std::vector<MicroBatchCase> cases = {{"llama", "--pp-size 2", 2, true},
+                                             {"llama", "--pp-size 3", 3, false},
+                                             {"deepseek_v2_lite", "--pp-size 2", 2, false},
+                                             {"deepseek_v2_lite", "--pp-size 3", 3, true},
+                                             {"nemotron_h", "--pp-layer-partition 1,3,4", 3, true},
+                                             {"nemotron_h", "--pp-size 2", 2, false}};
   for (const MicroBatchCase& c : cases) {
     SCOPED_TRACE(c.fixture + " " + c.pipeline + (c.cache ? " cache" : " no cache"));
     const Reference ref = load_reference(c.fixture);

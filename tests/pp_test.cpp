@@ -199,9 +199,9 @@ TEST(PipelineStage, LaterStageRunsAttentionFromItsOwnPool) {
   for (size_t p = 0; p < requests.size(); ++p) {
     EXPECT_EQ(seqs[p].output, expected[p].output_ids) << "prompt " << p;
     for (size_t s = 0; s < seqs[p].logits.size(); ++s)
-      EXPECT_LE(max_abs_diff(seqs[p].logits[s].data(), expected[p].logits[s].data(),
-                             config.vocab_size),
-                1e-5);
+      EXPECT_LE(
+          max_abs_diff(seqs[p].logits[s].data(), expected[p].logits[s].data(), config.vocab_size),
+          1e-5);
   }
   for (const Seq& q : seqs) {
     first.memory().release(q.row_a, q.cached);

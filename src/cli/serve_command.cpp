@@ -102,9 +102,9 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
         fmt::format("--chunked-prefill-size must be positive, or -1 to turn chunking off; got {}",
                     f.chunked_prefill_size));
   if (f.micro_batches < 0 || f.micro_batches > 64)
-    problems.push_back(fmt::format(
-        "--micro-batches must be in 1..64 (or 0: one per pipeline stage), got {}",
-        f.micro_batches));
+    problems.push_back(
+        fmt::format("--micro-batches must be in 1..64 (or 0: one per pipeline stage), got {}",
+                    f.micro_batches));
   if (!(f.schedule_conservativeness > 0))
     problems.push_back(fmt::format("--schedule-conservativeness must be > 0, got {}",
                                    f.schedule_conservativeness));

@@ -133,8 +133,7 @@ std::vector<GenerateOutput> generate(ModelRunner& runner,
     for (const RequestOutput& o : step) {
       const size_t i = o.id;
       GenerateOutput& out = outputs[i];
-      if (o.finish_reason == "error")
-        throw RequestError(fmt::format("prompt {}: {}", i, o.error));
+      if (o.finish_reason == "error") throw RequestError(fmt::format("prompt {}: {}", i, o.error));
       for (int token : o.token_ids) {
         out.output_ids.push_back(token);
         if (prefill_over) {

@@ -63,8 +63,7 @@ void validate_requests(const ModelConfig& config, int max_context_len,
 std::vector<GenerateOutput> generate(ModelRunner& runner,
                                      const std::vector<GenerateRequest>& requests,
                                      const GenerateOptions& options = {},
-                                     GenerateStats* stats = nullptr,
-                                     Transport* pipeline = nullptr);
+                                     GenerateStats* stats = nullptr, Transport* pipeline = nullptr);
 
 // Slots needed to hold every request at its longest, given the page size.
 int64_t kv_slots_needed(const std::vector<GenerateRequest>& requests, int page_size);

@@ -100,7 +100,8 @@ bool launch_pipelined_pass(ModelRunner& runner, Transport& transport, const Forw
 
 ModelRunner::SampledTokens collect_pipelined_draws(ModelRunner& runner, Transport& transport,
                                                    const ForwardBatch& batch, int answer_rank) {
-  const int last = transport.size() - 1, rows = batch.batch_size(), vocab = runner.config().vocab_size;
+  const int last = transport.size() - 1, rows = batch.batch_size(),
+            vocab = runner.config().vocab_size;
   const int64_t extras = transport.rank() == answer_rank ? extra_floats(runner, batch) : 0;
   ModelRunner::SampledTokens drawn;
   drawn.ids = transport.recv_ids(last, static_cast<int>(rows + extras));

@@ -430,8 +430,8 @@ void Scheduler::take_oldest_pass() {
   }
   std::vector<Req*> members;
   for (uint64_t id : pass.members) {
-    const auto it = std::find_if(running_.begin(), running_.end(),
-                                 [id](const auto& r) { return r->id == id; });
+    const auto it =
+        std::find_if(running_.begin(), running_.end(), [id](const auto& r) { return r->id == id; });
     members.push_back(it == running_.end() ? nullptr : it->get());  // null: aborted meanwhile
     if (members.back()) members.back()->in_flight = false;
   }

@@ -87,9 +87,8 @@ ModelRunner::SampledTokens Scheduler::run_sampled(const ForwardBatch& batch,
   *drawn_here = true;
   if (pipeline_) {  // no grammars: validate()
     ModelRunner::SampledTokens drawn;
-    *drawn_here =
-        launch_pipelined_pass(runner_, *pipeline_, batch, answer_rank_, &drawn,
-                              &totals_.pipeline_wait_s);
+    *drawn_here = launch_pipelined_pass(runner_, *pipeline_, batch, answer_rank_, &drawn,
+                                        &totals_.pipeline_wait_s);
     return drawn;
   }
   if (late.rows.empty()) return runner_.forward_sampled(batch);
@@ -218,8 +217,8 @@ void Scheduler::take_prompt_logprobs(const std::vector<PromptRow>& rows,
     const int token = r->tokens[rows[i].position + 1];
     // Every stage moves on (admission reads it); the stage that answers records the values.
     if (records_draws())
-      r->out.prompt_logprobs.push_back(token_logprob(drawn.token_logits.at(i).data(), vocab,
-                                                     token, r->request.prompt_top_logprobs));
+      r->out.prompt_logprobs.push_back(token_logprob(drawn.token_logits.at(i).data(), vocab, token,
+                                                     r->request.prompt_top_logprobs));
     r->prompt_logprob_next = rows[i].position + 2;
   }
 }
