@@ -287,7 +287,8 @@ std::vector<std::vector<int>> many_prompts(const Reference& ref) {
   return prompts;
 }
 
-// /get_server_info's pipeline section once every stage has reported an idle scheduler.
+// /get_server_info's pipeline section once every stage has reported an idle scheduler after
+// the passes stage 0 ran (a report is current when it counts as many).
 json idle_pipeline_info(int port) {
   json pipeline;
   for (int i = 0; i < 200; ++i) {
@@ -295,7 +296,8 @@ json idle_pipeline_info(int port) {
     pipeline = res && res->status == 200 ? json::parse(res->body)["pipeline"] : json();
     bool idle = pipeline.is_object();
     for (const json& stage : pipeline.value("stages", json::array()))
-      idle = idle && stage["num_running_reqs"] == 0;
+      idle = idle && stage["num_running_reqs"] == 0 &&
+             stage["forward_passes"] == pipeline["stages"][0]["forward_passes"];
     if (idle) break;
     std::this_thread::sleep_for(50ms);
   }

@@ -130,6 +130,7 @@ struct SchedulerStats {
     double wait_s = 0;  // its pipeline_wait_s
     int64_t used_pages = 0, used_state_slots = 0;
     int running = 0;
+    int64_t forward_passes = 0;  // the same on every stage once the report is current
   };
   std::vector<Stage> stages;
 };

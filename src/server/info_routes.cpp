@@ -129,7 +129,8 @@ void handle_server_info(ServerContext& ctx, const httplib::Request&, httplib::Re
                       {"wait_s", s.stages[k].wait_s},
                       {"used_pages", s.stages[k].used_pages},
                       {"used_state_slots", s.stages[k].used_state_slots},
-                      {"num_running_reqs", s.stages[k].running}});
+                      {"num_running_reqs", s.stages[k].running},
+                      {"forward_passes", s.stages[k].forward_passes}});
   info["pipeline"] = {{"pp_size", std::max<size_t>(1, s.stages.size())},
                       {"micro_batches", s.micro_batches},
                       {"passes_in_flight", s.passes_in_flight},

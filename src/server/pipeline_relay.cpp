@@ -103,7 +103,7 @@ StepRelay::StepRelay(MpiTransport& control, std::string where)
 namespace {
 
 SchedulerStats::Stage stage_of(const SchedulerStats& s) {
-  return {s.pipeline_wait_s, s.used_pages, s.used_state_slots, s.running};
+  return {s.pipeline_wait_s, s.used_pages, s.used_state_slots, s.running, s.forward_passes};
 }
 
 }  // namespace
@@ -115,7 +115,8 @@ std::vector<SchedulerStats::Stage> StepRelay::stages(const SchedulerStats& mine)
       STRATA_CHECK(j.at("kind") == "stage", "control message of kind {} from process {}",
                    j.at("kind").dump(), peer);
       stages_[peer] = {j.at("wait_s").get<double>(), j.at("used_pages").get<int64_t>(),
-                       j.at("used_state_slots").get<int64_t>(), j.at("running").get<int>()};
+                       j.at("used_state_slots").get<int64_t>(), j.at("running").get<int>(),
+                       j.at("forward_passes").get<int64_t>()};
     }
   stages_[0] = stage_of(mine);
   return stages_;
@@ -169,7 +170,8 @@ void run_follower(Scheduler& scheduler, MpiTransport& control) {
                                    {"wait_s", s.wait_s},
                                    {"used_pages", s.used_pages},
                                    {"used_state_slots", s.used_state_slots},
-                                   {"running", s.running}}
+                                   {"running", s.running},
+                                   {"forward_passes", s.forward_passes}}
                                   .dump());
     }
   }
