@@ -360,10 +360,11 @@ TEST(PipelineServingMicroBatches, ConcurrentStreamedCachedAndAbortedEqualOneProc
       EXPECT_EQ(a["output_ids"], expected[i]["output_ids"]) << "prompt " << i;
     }
     const double cached = metric_of(port, "strata:cached_tokens_total");
-    if (c.cache)
+    if (c.cache) {
       EXPECT_GT(cached, 0);
-    else
+    } else {
       EXPECT_EQ(cached, 0);
+    }
 
     // A client that hangs up after 3 chunks of a long stream.
     httplib::Request req;
@@ -390,7 +391,9 @@ TEST(PipelineServingMicroBatches, ConcurrentStreamedCachedAndAbortedEqualOneProc
       EXPECT_EQ(stage["used_pages"], pipeline["stages"][0]["used_pages"]) << pipeline.dump();
       EXPECT_EQ(stage["used_state_slots"], pipeline["stages"][0]["used_state_slots"])
           << pipeline.dump();
-      if (!c.cache) EXPECT_EQ(stage["used_pages"], 0) << pipeline.dump();
+      if (!c.cache) {
+        EXPECT_EQ(stage["used_pages"], 0) << pipeline.dump();
+      }
       EXPECT_GE(stage["wait_s"].get<double>(), 0.0);
     }
     // The last stage waits for its input in every pass: it has bubbles to show.
