@@ -164,8 +164,12 @@ TEST(PipelineStage, LaterStageRunsAttentionFromItsOwnPool) {
   };
   std::vector<Seq> seqs;
   for (const auto& r : requests)
-    seqs.push_back({first.memory().req_to_token().alloc(), second.memory().req_to_token().alloc(),
-                    r.input_ids});
+    seqs.push_back({first.memory().req_to_token().alloc(),
+                    second.memory().req_to_token().alloc(),
+                    r.input_ids,
+                    0,
+                    {},
+                    {}});
   bool decoded = false;
   for (int step = 0; step < 6; ++step) {
     ForwardBatch batch_a, batch_b;
