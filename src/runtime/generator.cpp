@@ -101,12 +101,18 @@ std::vector<GenerateOutput> generate(ModelRunner& runner,
     runner.reserve(max_tokens, max_batch);
     pipeline->reserve(int64_t{max_tokens} * runner.config().hidden_size, max_batch);
   }
-  // The scheduler would wait for a state slot forever where none is free (a caller holds them
-  // all): refused, as the server refuses what can never fit.
-  if (runner.state_pool() && runner.state_pool()->available() == 0 && !requests.empty())
+  // The prompts are one batch: every one gets its request row (and recurrent-state slot) at
+  // once, or the call is refused whole, taking nothing (KV pages may run short: the scheduler
+  // then retracts and resumes, as under serve).
+  const auto n = static_cast<int64_t>(requests.size());
+  if (n > runner.memory().req_to_token().available())
+    throw RequestError(fmt::format("{} prompts exceed --max-running-requests {}", n,
+                                   runner.memory().req_to_token().max_requests()));
+  if (runner.state_pool() && n > runner.state_pool()->available())
     throw RequestError(fmt::format(
-        "no recurrent-state slot is free for these {} prompts; raise --max-mamba-cache-size",
-        requests.size()));
+        "{} prompts need a recurrent-state slot each, and {} are free; raise "
+        "--max-mamba-cache-size or give fewer prompts",
+        n, runner.state_pool()->available()));
   for (size_t i = 0; i < requests.size(); ++i) {
     ServeRequest q = serve_request(requests[i], options);
     try {
