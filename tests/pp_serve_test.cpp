@@ -319,23 +319,24 @@ struct MicroBatchCase {
 // mid-stream frees the request's memory on every stage (each stage reports its pages to
 // process 0), and /get_server_info and /metrics report the stages and their bubbles.
 TEST(PipelineServingMicroBatches, ConcurrentStreamedCachedAndAbortedEqualOneProcess) {
-  const std::vector<MicroBatchCase> cases = {{"llama", "--pp-size 2", 2, true},
-                                             {"llama", "--pp-size 3", 3, false},
-                                             {"deepseek_v2_lite", "--pp-size 2", 2, false},
-                                             {"deepseek_v2_lite", "--pp-size 3", 3, true},
-                                             {"nemotron_h", "--pp-layer-partition 1,3,4", 3, true},
-                                             {"nemotron_h", "--pp-size 2", 2, false}};
+  // Each fixture at 2 and 3 stages and with the cache on and off among the six; CI runs three
+  // of them (one server launch each; CI is near its time limit), STRATA_HEAVY_TESTS=1 all six.
+  std::vector<MicroBatchCase> cases = {{"llama", "--pp-size 3", 3, false},
+                                       {"deepseek_v2_lite", "--pp-size 2", 2, true},
+                                       {"nemotron_h", "--pp-layer-partition 1,3,4", 3, true}};
+  if (std::getenv("STRATA_HEAVY_TESTS"))
+    cases.insert(cases.end(), {{"llama", "--pp-size 2", 2, true},
+                               {"deepseek_v2_lite", "--pp-size 3", 3, false},
+                               {"nemotron_h", "--pp-size 2", 2, false}});
   for (const MicroBatchCase& c : cases) {
     SCOPED_TRACE(c.fixture + " " + c.pipeline + (c.cache ? " cache" : " no cache"));
     const Reference ref = load_reference(c.fixture);
     const auto prompts = many_prompts(ref);
-    std::vector<json> expected;
-    {
-      SchedulerOptions sched;
-      sched.disable_radix_cache = true;
-      Harness one(c.fixture, harness_runner_options(4096, 64), sched);
-      for (const auto& p : prompts) expected.push_back(one.post("/generate", greedy(p, 6)).second);
-    }
+    // One process, all 64 in one batch (the offline engine over the same scheduler).
+    RunnerOptions one = default_options(1, 64);
+    one.threads = 1;
+    ModelRunner runner(ModelConfig::load(fixture_dir(c.fixture)), one);
+    const std::vector<GenerateOutput> expected = greedy(runner, prompts, 6);
     ServeProcess serve("--model " + fixture_dir(c.fixture) + " " + c.pipeline +
                        " --threads 1 --pp-timeout 60 --max-running-requests 64"
                        " --context-length 256" +
@@ -344,7 +345,7 @@ TEST(PipelineServingMicroBatches, ConcurrentStreamedCachedAndAbortedEqualOneProc
     ASSERT_GT(port, 0) << serve.log();
     for (size_t i = 0; i < 3; ++i)
       EXPECT_EQ(post_to(port, "/generate", greedy(prompts[i], 6).dump()).second["output_ids"],
-                expected[i]["output_ids"])
+                json(expected[i].output_ids))
           << "sequential prompt " << i;
     std::vector<std::future<json>> answers;
     for (size_t i = 0; i < prompts.size(); ++i)
@@ -357,7 +358,7 @@ TEST(PipelineServingMicroBatches, ConcurrentStreamedCachedAndAbortedEqualOneProc
     for (size_t i = 0; i < prompts.size(); ++i) {
       const json a = answers[i].get();
       ASSERT_TRUE(a.contains("output_ids")) << "prompt " << i << ": " << a.dump() << serve.log();
-      EXPECT_EQ(a["output_ids"], expected[i]["output_ids"]) << "prompt " << i;
+      EXPECT_EQ(a["output_ids"], json(expected[i].output_ids)) << "prompt " << i;
     }
     const double cached = metric_of(port, "strata:cached_tokens_total");
     if (c.cache) {
