@@ -110,9 +110,10 @@ std::vector<GenerateOutput> generate(ModelRunner& runner,
                                    runner.memory().req_to_token().max_requests()));
   if (runner.state_pool() && n > runner.state_pool()->available())
     throw RequestError(fmt::format(
-        "{} prompts need a recurrent-state slot each, and {} are free; raise "
-        "--max-mamba-cache-size or give fewer prompts",
-        n, runner.state_pool()->available()));
+        "{} prompts need a recurrent-state slot each, and {} of the {} slots are free "
+        "(--max-mamba-cache-size {}); raise --max-mamba-cache-size or give fewer prompts",
+        n, runner.state_pool()->available(), runner.state_pool()->num_slots(),
+        runner.state_pool()->num_slots()));
   for (size_t i = 0; i < requests.size(); ++i) {
     ServeRequest q = serve_request(requests[i], options);
     try {
