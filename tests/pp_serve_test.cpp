@@ -2,7 +2,9 @@
 // process 0 serving HTTP, the others following its steps) answers as one process does: the
 // greedy ids of the reference (what --pp-size 1 serves, server_test.cpp) for a dense and a
 // hybrid fixture at page sizes 1 and 16, with the requests batched together, streamed, cut
-// at stop strings, hitting the prefix cache, and aborted by a client that hangs up; a stage
+// at stop strings, hitting the prefix cache, and aborted by a client that hangs up; with
+// several micro-batches in flight for a dense, an MLA and a hybrid fixture, 64 requests at
+// once, the prefix cache on and off, each stage's memory and bubbles reported; a stage
 // that hangs or dies ends the server with an error naming it; bad pipeline flags and requests
 // for what the pipeline does not carry (structured output) are refused.
 #include <gtest/gtest.h>
@@ -269,6 +271,138 @@ TEST(PipelineServingPressure, RetractionsChunksAndMixedStepsStayInLockstep) {
   }
   EXPECT_GT(metric_of(port, "strata:num_retractions_total"), 0);
   EXPECT_EQ(serve.stop(), 0) << serve.log();
+}
+
+namespace {
+
+// 64 prompts over the reference ones, with 0-2 extra tokens each, so that many share a prefix
+// (prefix-cache hits when the cache is on).
+std::vector<std::vector<int>> many_prompts(const Reference& ref) {
+  std::vector<std::vector<int>> prompts;
+  for (int i = 0; i < 64; ++i) {
+    std::vector<int> p = ref.input_ids[i % ref.input_ids.size()];
+    for (int k = 0; k < i % 3; ++k) p.push_back((i * 37 + k * 11) % 500 + 1);
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+// /get_server_info's pipeline section once every stage has reported an idle scheduler after
+// the passes stage 0 ran (a report is current when it counts as many).
+json idle_pipeline_info(int port) {
+  json pipeline;
+  for (int i = 0; i < 200; ++i) {
+    const auto res = client_of(port).Get("/get_server_info");
+    pipeline = res && res->status == 200 ? json::parse(res->body)["pipeline"] : json();
+    bool idle = pipeline.is_object();
+    for (const json& stage : pipeline.value("stages", json::array()))
+      idle = idle && stage["num_running_reqs"] == 0 &&
+             stage["forward_passes"] == pipeline["stages"][0]["forward_passes"];
+    if (idle) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  return pipeline;
+}
+
+struct MicroBatchCase {
+  std::string fixture, pipeline;
+  int stages;
+  bool cache;
+};
+
+}  // namespace
+
+// Several micro-batches in flight (one per stage, the default): a dense, an MLA and a hybrid
+// fixture (NemotronH, layer 0 a Mamba2 layer; the partition 1,3,4 gives stage 0 that layer
+// alone) at 2 and 3 stages, with the prefix cache on and off, answer what one process answers:
+// requests one at a time, then 64 at once, every other one streamed. A client that hangs up
+// mid-stream frees the request's memory on every stage (each stage reports its pages to
+// process 0), and /get_server_info and /metrics report the stages and their bubbles.
+TEST(PipelineServingMicroBatches, ConcurrentStreamedCachedAndAbortedEqualOneProcess) {
+  // Each fixture at 2 and 3 stages and with the cache on and off among the six; CI runs three
+  // of them (one server launch each; CI is near its time limit), STRATA_HEAVY_TESTS=1 all six.
+  std::vector<MicroBatchCase> cases = {{"llama", "--pp-size 3", 3, false},
+                                       {"deepseek_v2_lite", "--pp-size 2", 2, true},
+                                       {"nemotron_h", "--pp-layer-partition 1,3,4", 3, true}};
+  if (std::getenv("STRATA_HEAVY_TESTS"))
+    cases.insert(cases.end(), {{"llama", "--pp-size 2", 2, true},
+                               {"deepseek_v2_lite", "--pp-size 3", 3, false},
+                               {"nemotron_h", "--pp-size 2", 2, false}});
+  for (const MicroBatchCase& c : cases) {
+    SCOPED_TRACE(c.fixture + " " + c.pipeline + (c.cache ? " cache" : " no cache"));
+    const Reference ref = load_reference(c.fixture);
+    const auto prompts = many_prompts(ref);
+    // One process, all 64 in one batch (the offline engine over the same scheduler).
+    RunnerOptions one = default_options(1, 64);
+    one.threads = 1;
+    ModelRunner runner(ModelConfig::load(fixture_dir(c.fixture)), one);
+    const std::vector<GenerateOutput> expected = greedy(runner, prompts, 6);
+    ServeProcess serve("--model " + fixture_dir(c.fixture) + " " + c.pipeline +
+                       " --threads 1 --pp-timeout 60 --max-running-requests 64"
+                       " --context-length 256" +
+                       (c.cache ? "" : " --disable-radix-cache"));
+    const int port = serve.port();
+    ASSERT_GT(port, 0) << serve.log();
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(post_to(port, "/generate", greedy(prompts[i], 6).dump()).second["output_ids"],
+                json(expected[i].output_ids))
+          << "sequential prompt " << i;
+    std::vector<std::future<json>> answers;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      answers.push_back(std::async(std::launch::async, [&, i] {
+        if (i % 2 == 0) return post_to(port, "/generate", greedy(prompts[i], 6).dump()).second;
+        bool done = false;
+        const auto events = stream_from(port, "/generate", greedy(prompts[i], 6, true), &done);
+        return done && !events.empty() ? events.back() : json();
+      }));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const json a = answers[i].get();
+      ASSERT_TRUE(a.contains("output_ids")) << "prompt " << i << ": " << a.dump() << serve.log();
+      EXPECT_EQ(a["output_ids"], json(expected[i].output_ids)) << "prompt " << i;
+    }
+    const double cached = metric_of(port, "strata:cached_tokens_total");
+    if (c.cache) {
+      EXPECT_GT(cached, 0);
+    } else {
+      EXPECT_EQ(cached, 0);
+    }
+
+    // A client that hangs up after 3 chunks of a long stream.
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/generate";
+    req.body = greedy(prompts[3], 200, true).dump();
+    req.set_header("Content-Type", "application/json");
+    int chunks = 0;
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
+    httplib::Response res;
+    httplib::Error err;
+    client_of(port).send(req, res, err);
+    for (int i = 0; i < 400 && metric_of(port, "strata:num_aborted_requests_total") < 1; ++i)
+      std::this_thread::sleep_for(25ms);
+    EXPECT_EQ(metric_of(port, "strata:num_aborted_requests_total"), 1);
+
+    const json pipeline = idle_pipeline_info(port);
+    EXPECT_EQ(pipeline["pp_size"], c.stages) << pipeline.dump();
+    EXPECT_EQ(pipeline["micro_batches"], c.stages) << pipeline.dump();
+    ASSERT_EQ(pipeline["stages"].size(), static_cast<size_t>(c.stages)) << pipeline.dump();
+    for (const json& stage : pipeline["stages"]) {
+      // Every stage holds what stage 0 holds: nothing but the prefix cache's pages and states.
+      EXPECT_EQ(stage["num_running_reqs"], 0) << pipeline.dump();
+      EXPECT_EQ(stage["used_pages"], pipeline["stages"][0]["used_pages"]) << pipeline.dump();
+      EXPECT_EQ(stage["used_state_slots"], pipeline["stages"][0]["used_state_slots"])
+          << pipeline.dump();
+      if (!c.cache) {
+        EXPECT_EQ(stage["used_pages"], 0) << pipeline.dump();
+      }
+      EXPECT_GE(stage["wait_s"].get<double>(), 0.0);
+    }
+    // The last stage waits for its input in every pass: it has bubbles to show.
+    EXPECT_GT(pipeline["stages"][c.stages - 1]["wait_s"].get<double>(), 0.0) << pipeline.dump();
+    EXPECT_EQ(metric_of(port, "strata:pp_size"), c.stages);
+    EXPECT_GE(metric_of(port, "strata:pipeline_stage_wait_seconds_total"), 0.0);
+    EXPECT_EQ(serve.stop(), 0) << serve.log();
+  }
 }
 
 // Idle for longer than --pp-timeout, the server lives on (heartbeats). A stage that hangs

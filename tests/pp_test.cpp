@@ -5,6 +5,7 @@
 // with one clear error and a non-zero exit, in bounded time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -15,7 +16,8 @@
 #include "attention/cpu_backend.h"
 #include "core/error.h"
 #include "pipeline_test_util.h"
-#include "runtime/generation_state.h"
+#include "runtime/batch_builder.h"
+#include "runtime/generator.h"
 
 namespace strata::test {
 
@@ -136,16 +138,33 @@ TEST(PipelineStage, LaterStageRunsAttentionFromItsOwnPool) {
   gen.return_logits = true;
   const auto expected = generate(whole, requests, gen);
 
-  GenerationState state_a(config, first.memory(), first.state_pool(), requests, gen),
-      state_b(config, second.memory(), second.state_pool(), requests, gen);
-  const std::vector<int> everyone = {0, 1, 2, 3};
-  std::vector<int> members_a, members_b;
+  // Each stage's batch built by hand against its own token memory: the prompts in one
+  // extend, then one token per request per decode step, the greedy choice of the last stage.
+  struct Seq {
+    int row_a, row_b;
+    std::vector<int> tokens;
+    int cached = 0;
+    std::vector<int> output;
+    std::vector<std::vector<float>> logits;
+  };
+  std::vector<Seq> seqs;
+  for (const auto& r : requests)
+    seqs.push_back({first.memory().req_to_token().alloc(),
+                    second.memory().req_to_token().alloc(),
+                    r.input_ids,
+                    0,
+                    {},
+                    {}});
   bool decoded = false;
-  for (;;) {
-    const ForwardBatch batch_a = state_a.next_batch(everyone, &members_a);
-    const ForwardBatch batch_b = state_b.next_batch(everyone, &members_b);
-    ASSERT_EQ(members_a, members_b);
-    if (members_a.empty()) break;
+  for (int step = 0; step < 6; ++step) {
+    ForwardBatch batch_a, batch_b;
+    batch_a.mode = batch_b.mode = step == 0 ? ForwardMode::Extend : ForwardMode::Decode;
+    for (Seq& q : seqs) {
+      const int n = static_cast<int>(q.tokens.size()) - q.cached;
+      ASSERT_TRUE(append_extend(batch_a, first.memory(), q.row_a, -1, q.tokens, q.cached, n));
+      ASSERT_TRUE(append_extend(batch_b, second.memory(), q.row_b, -1, q.tokens, q.cached, n));
+      q.cached += n;
+    }
     const Tensor hidden = first.forward(batch_a);
     const Tensor logits = second.forward(batch_b, hidden);
     if (batch_b.mode == ForwardMode::Decode) {
@@ -157,18 +176,25 @@ TEST(PipelineStage, LaterStageRunsAttentionFromItsOwnPool) {
       EXPECT_GT(shape[2], 1);
       EXPECT_EQ(shape[3], second.kv_pool()->layout(3).v_head_dim);
     }
-    const auto tokens = state_b.sample(members_b, logits);
-    state_a.accept(members_a, tokens, nullptr);
-    state_b.accept(members_b, tokens, &logits);
+    for (size_t k = 0; k < seqs.size(); ++k) {
+      const float* row = logits.row(static_cast<int64_t>(k));
+      const int token = static_cast<int>(std::max_element(row, row + config.vocab_size) - row);
+      seqs[k].tokens.push_back(token);
+      seqs[k].output.push_back(token);
+      seqs[k].logits.emplace_back(row, row + config.vocab_size);
+    }
   }
   EXPECT_TRUE(decoded);
-  const auto got = state_b.outputs();
   for (size_t p = 0; p < requests.size(); ++p) {
-    EXPECT_EQ(got[p].output_ids, expected[p].output_ids) << "prompt " << p;
-    for (size_t s = 0; s < got[p].logits.size(); ++s)
+    EXPECT_EQ(seqs[p].output, expected[p].output_ids) << "prompt " << p;
+    for (size_t s = 0; s < seqs[p].logits.size(); ++s)
       EXPECT_LE(
-          max_abs_diff(got[p].logits[s].data(), expected[p].logits[s].data(), config.vocab_size),
+          max_abs_diff(seqs[p].logits[s].data(), expected[p].logits[s].data(), config.vocab_size),
           1e-5);
+  }
+  for (const Seq& q : seqs) {
+    first.memory().release(q.row_a, q.cached);
+    second.memory().release(q.row_b, q.cached);
   }
 }
 

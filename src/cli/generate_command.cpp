@@ -1,6 +1,7 @@
 // strata generate: run prompts (token ids, or text through the model's tokenizer and chat
 // template) through a model as one batch and print the generated ids and text, optionally as
-// JSON with the logits that chose each token.
+// JSON with the logits that chose each token. The prompts go through the serving scheduler
+// (runtime/generator.h: the offline engine), in one process or as every pipeline stage.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -242,11 +243,11 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--stop-at-eos", flags->stop_at_eos,
                 "stop a prompt at the model's EOS token (default: generate --max-new-tokens)");
   cmd->add_option("--chunked-prefill-size", flags->chunked_prefill_size,
-                  "feed prompts in pieces of this many tokens (0 = whole)");
+                  "prompt tokens per prefill pass, as serve's (0 = whole prompts)");
   flags->micro_batches_option = cmd->add_option(
       "--micro-batches", flags->micro_batches,
-      "split the prompts into this many batches that take turns through the model (default: one "
-      "per pipeline stage)");
+      "passes in flight, each over at most 1/M of the prompts, that take turns through the model "
+      "(default: one per pipeline stage)");
   cmd->add_flag("--timing", flags->timing,
                 "print prefill/decode wall time and decode throughput to stderr (one JSON line)");
   cmd->callback([flags, &exit_code]() { exit_code = run_command([&] { return run(*flags); }); });

@@ -44,6 +44,7 @@ struct ServeFlags {
   int max_running_requests = 64;
   int max_queued_requests = -1;  // -1: no limit
   int chunked_prefill_size = 8192;
+  int micro_batches = 0;  // 0: one per pipeline stage
   bool enable_mixed_chunk = false;
   bool disable_radix_cache = false;
   bool disable_hybrid_swa_memory = false;
@@ -100,6 +101,10 @@ std::vector<std::string> serve_problems(const ServeFlags& f) {
     problems.push_back(
         fmt::format("--chunked-prefill-size must be positive, or -1 to turn chunking off; got {}",
                     f.chunked_prefill_size));
+  if (f.micro_batches < 0 || f.micro_batches > 64)
+    problems.push_back(
+        fmt::format("--micro-batches must be in 1..64 (or 0: one per pipeline stage), got {}",
+                    f.micro_batches));
   if (!(f.schedule_conservativeness > 0))
     problems.push_back(fmt::format("--schedule-conservativeness must be > 0, got {}",
                                    f.schedule_conservativeness));
@@ -216,7 +221,7 @@ std::unique_ptr<Scheduler> make_scheduler(ModelRunner& runner, const SchedulerOp
     scheduler->set_retokenizer(
         [codec](const std::string& text) { return codec->encode(text, false); });
   }
-  scheduler->set_pipeline(pipeline);
+  scheduler->set_pipeline(pipeline, 0);  // process 0 answers
   return scheduler;
 }
 
@@ -349,6 +354,7 @@ int run(const ServeFlags& f) {
   SchedulerOptions sched;
   sched.chunked_prefill_size = f.chunked_prefill_size;
   sched.enable_mixed_chunk = f.enable_mixed_chunk;
+  sched.micro_batches = f.micro_batches > 0 ? f.micro_batches : pipeline.pp_size;
   sched.disable_radix_cache = f.disable_radix_cache;
   sched.overlap_grammar_masks =
       !f.disable_overlap_grammar_masks &&
@@ -384,6 +390,8 @@ int run(const ServeFlags& f) {
                     {"max_queued_requests", f.max_queued_requests},
                     {"max_total_tokens", f.model.max_total_tokens},
                     {"chunked_prefill_size", f.chunked_prefill_size},
+                    {"pp_size", pipeline.pp_size},
+                    {"micro_batches", sched.micro_batches},
                     {"enable_mixed_chunk", f.enable_mixed_chunk},
                     {"disable_radix_cache", f.disable_radix_cache},
                     {"disable_hybrid_swa_memory", f.disable_hybrid_swa_memory},
@@ -470,6 +478,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "Retry-After (-1: no limit)");
   cmd->add_option("--chunked-prefill-size", flags->chunked_prefill_size,
                   "prompt tokens per prefill pass (-1: whole prompts)");
+  cmd->add_option("--micro-batches", flags->micro_batches,
+                  "passes in flight, each over at most 1/M of the running requests, so that "
+                  "pipeline stages work on different ones (default 0: one per --pp-size stage)");
   cmd->add_flag("--enable-mixed-chunk", flags->enable_mixed_chunk,
                 "decode running requests in the same pass as a prefill chunk");
   cmd->add_flag("--disable-radix-cache", flags->disable_radix_cache, "turn the prefix cache off");

@@ -305,6 +305,21 @@ std::string MpiTransport::recv_message(int peer, const char* what) {
   return std::string(buffer.begin(), buffer.end());
 }
 
+std::optional<std::string> MpiTransport::try_recv_message(int peer) {
+  int found = 0;
+  MPI_Message message;
+  MPI_Status status;
+  MPI_Improbe(peer, kTagControl, MPI_COMM_WORLD, &found, &message, &status);
+  if (!found) return std::nullopt;
+  int bytes = 0;
+  MPI_Get_count(&status, MPI_BYTE, &bytes);
+  std::string buffer(static_cast<size_t>(bytes), '\0');
+  MPI_Request request;
+  MPI_Imrecv(buffer.data(), bytes, MPI_BYTE, &message, &request);
+  wait(&request, peer, "a control message it had announced");
+  return buffer;
+}
+
 // Frees the posted messages that have been delivered (in order; a later one may wait).
 void MpiTransport::reap_posted() {
   while (!posted_.empty()) {

@@ -9,6 +9,7 @@
 // their control plane (start-up, barriers, abort) under the NCCL transport.
 #include <deque>
 #include <memory>
+#include <optional>
 
 #include "dist/communicator.h"
 #include "dist/transport.h"
@@ -70,6 +71,8 @@ class MpiTransport : public Transport {
   // for the next one from `peer`. `what` names the wait in a timeout's error.
   void post_message(int peer, std::string bytes);
   std::string recv_message(int peer, const char* what);
+  // The next control message from `peer` if one has arrived; never waits for one.
+  std::optional<std::string> try_recv_message(int peer);
   // Every process gets root's `bytes` (the same count on every process). Bootstraps other
   // transports: NCCL's unique ids travel this way.
   void broadcast(int root, std::vector<char>& bytes);

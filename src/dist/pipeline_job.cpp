@@ -9,7 +9,6 @@
 #include "dist/gpu_assignment.h"
 #include "dist/mpi_transport.h"
 #include "dist/partition.h"
-#include "runtime/pipeline_generator.h"
 #ifdef STRATA_WITH_NCCL
 #include "dist/nccl_transport.h"
 #endif
@@ -121,9 +120,8 @@ void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
     // Tensor parallelism alone (one stage): every rank runs the one-process loop; its ranks
     // build the same batches and draw the same ids from the same gathered logits.
     const auto outputs =
-        setup.pp_size == 1
-            ? generate(stage.runner, requests, generate_options, &stats)
-            : generate_pipelined(stage.runner, stage.transport, requests, generate_options, &stats);
+        generate(stage.runner, requests, generate_options, &stats,
+                 setup.pp_size == 1 ? nullptr : &stage.transport);
     stats.tp_collective_s = stage.control.tensor_parallel_group().seconds();
     stats.tp_collectives = stage.control.tensor_parallel_group().calls();
     // The ranks of a stage know the same outputs: its tensor-parallel rank 0 reports them.

@@ -1,11 +1,14 @@
 #pragma once
-// Offline generation for a fixed set of prompts: all of them prefilled together (optionally
-// in chunks), then decoded as one batch until each stops. This is what `strata generate`
-// and `bench-one-batch` run; the server's scheduler (continuous batching) builds on the same
-// batch construction.
+// Offline generation (`strata generate`, `strata perplexity`, bench-one-batch): an offline
+// engine over the serving Scheduler, as SGLang's offline engine runs its server's scheduler.
+// Every prompt is submitted at once, the scheduler is stepped until all are done, and the
+// outputs come back in prompt order; so batching, chunked prefill, micro-batches, EOS and
+// request validation are the server's, with no second copy to drift. Under a pipeline every
+// stage runs this with the same prompts, and its scheduler in lockstep with the others'.
 #include <string>
 #include <vector>
 
+#include "dist/transport.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
 
@@ -25,8 +28,8 @@ struct GenerateOutput {
   std::vector<double> input_logprobs;
 };
 
-// Wall time of one generate call. Prefill ends when no request still reads its prompt; the
-// decode tokens are those sampled after that.
+// Wall time of one generate call. Prefill ends when every request has its first token; the
+// decode tokens are those drawn after that.
 struct GenerateStats {
   double prefill_s = 0, decode_s = 0;
   int64_t decode_tokens = 0;
@@ -41,29 +44,29 @@ struct GenerateStats {
 };
 
 struct GenerateOptions {
-  int chunked_prefill_size = 0;  // > 0: feed each prompt in pieces of at most this many tokens
+  // > 0: prompt tokens per prefill pass (the scheduler's --chunked-prefill-size); 0: no limit.
+  int chunked_prefill_size = 0;
   bool return_logits = false;
   // Scoring (`strata perplexity`): prefill passes return the logits of every prompt token (not
   // only each request's last) and each output gets the prompt's input_logprobs.
   bool return_input_logprobs = false;
-  // The requests split into this many groups that take turns through the model, each its own
-  // batch (as pipeline micro-batches do). 0: one group; pipelined: one per stage.
+  // Passes in flight, each over at most 1/M of the requests (SchedulerOptions::micro_batches).
+  // 0: one per pipeline stage (1 in one process).
   int micro_batches = 0;
 };
 
-// Checks every request against the model before any work starts (RequestError on failure).
-void validate_requests(const ModelRunner& runner, const std::vector<GenerateRequest>& requests);
-// The same checks without a runner (a launcher checks requests before starting processes).
+// Checks every request against the model before any process starts or the KV cache is sized
+// (RequestError naming the prompt, the limit and the flag to change).
 void validate_requests(const ModelConfig& config, int max_context_len,
                        const std::vector<GenerateRequest>& requests);
 
+// Runs the requests to completion. `pipeline`: this process is one stage of a pipeline whose
+// other stages run the same call (the outputs are complete, logits included, on the last
+// stage; the others know the ids).
 std::vector<GenerateOutput> generate(ModelRunner& runner,
                                      const std::vector<GenerateRequest>& requests,
                                      const GenerateOptions& options = {},
-                                     GenerateStats* stats = nullptr);
-
-// Request indices [0, n) cut into `parts` contiguous groups whose sizes differ by at most one.
-std::vector<std::vector<int>> split_into_micro_batches(int n, int parts);
+                                     GenerateStats* stats = nullptr, Transport* pipeline = nullptr);
 
 // Slots needed to hold every request at its longest, given the page size.
 int64_t kv_slots_needed(const std::vector<GenerateRequest>& requests, int page_size);

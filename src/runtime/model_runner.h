@@ -126,7 +126,7 @@ class ModelRunner {
   // the masks in the batch, from the same logits.
   SampledTokens forward_sampled(const ForwardBatch& batch, const LateMasks& late);
 
-  // Pipeline stages (runtime/pipeline_generator.cpp), on any device. A stage after the first
+  // Pipeline stages (runtime/pipeline_pass.cpp), on any device. A stage after the first
   // receives the previous stage's hidden state [tokens, hidden_size] into stage_input(tokens);
   // forward_stage runs the batch from there (the first stage: from its tokens); a stage
   // before the last then hands stage_output() on. Both live where the runner computes (host

@@ -1,6 +1,7 @@
 #include "runtime/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "model/json_util.h"
 #include "ops/logprobs.h"
 #include "runtime/batch_builder.h"
+#include "runtime/pipeline_pass.h"
 #include "runtime/scheduler_request.h"
 
 namespace strata {
@@ -286,12 +288,42 @@ std::vector<RequestOutput> Scheduler::step() {
   std::vector<RequestOutput> outputs;
   for (auto& r : pending_) outputs.push_back(take_output(*r));
   pending_.clear();
-  if (running_.empty() && waiting_.empty()) return outputs;
+  if (running_.empty() && waiting_.empty() && in_flight_.empty()) return outputs;
 
   ForwardBatch batch;
+  const std::vector<Req*> members = build_batch(batch);
+  if (!members.empty()) {
+    launch(std::move(batch), members);
+    if (static_cast<int>(in_flight_.size()) >= std::max(1, options_.micro_batches))
+      take_oldest_pass();
+  } else if (!in_flight_.empty()) {
+    take_oldest_pass();  // everything that could run is in flight
+  } else if (std::none_of(running_.begin(), running_.end(),
+                          [](const auto& r) { return r->finished; })) {
+    // Every admitted prompt is stuck waiting for pages that decoding holds: give the newest
+    // one's pages back so that the older ones can finish. (Requests that failed while the
+    // batch was built are this step's outputs instead.)
+    STRATA_CHECK(running_.size() > 1, "the only running request cannot get KV pages");
+    std::unique_ptr<Req> r = std::move(running_.back());
+    running_.pop_back();
+    retract(std::move(r));
+    return outputs;
+  }
+  for (auto& r : running_)
+    if (r->finished || !r->out.token_ids.empty()) outputs.push_back(take_output(*r));
+  std::erase_if(running_, [](const auto& r) { return r->finished; });
+  return outputs;
+}
+
+std::vector<Scheduler::Req*> Scheduler::build_batch(ForwardBatch& batch) {
   batch.mode = ForwardMode::Extend;
   std::vector<Req*> members;
   int budget = options_.chunked_prefill_size > 0 ? options_.chunked_prefill_size : INT_MAX;
+  // With M micro-batches a pass takes at most 1/M of the live requests, so that the others
+  // fill the passes behind it.
+  const size_t live = running_.size() + waiting_.size();
+  const int parts = std::max(1, options_.micro_batches);
+  const size_t most = parts > 1 ? std::max<size_t>(1, (live + parts - 1) / parts) : SIZE_MAX;
   // A pass that returns prompt logits computes the logits of all its rows ([tokens, vocab]
   // f32): at most max_prompt_logits_bytes of them (by default, with a 128k vocabulary, 512
   // tokens), so that one request asking for prompt logprobs cannot take gigabytes.
@@ -303,7 +335,7 @@ std::vector<RequestOutput> Scheduler::step() {
   };
   // Prefill: the next chunks of prompts already admitted, then new requests in arrival order.
   for (auto& r : running_) {
-    if (!r->prefilling()) continue;
+    if (!r->prefilling() || r->in_flight || members.size() >= most) continue;
     cap_for(*r);
     if (budget <= 0) continue;
     const int n = prefill_chunk(*r, budget);
@@ -314,7 +346,8 @@ std::vector<RequestOutput> Scheduler::step() {
     members.push_back(r.get());
   }
   const int max_running = memory_.req_to_token().max_requests();
-  while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < max_running) {
+  while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < max_running &&
+         members.size() < most) {
     cap_for(*waiting_.front());
     if (budget <= 0) break;
     const int n = try_admit(*waiting_.front(), budget, batch, members);
@@ -325,15 +358,20 @@ std::vector<RequestOutput> Scheduler::step() {
   }
 
   // Decode: one token for every request whose prompt is in; alone, or mixed with the prefill.
+  // A request whose page does not fit while passes are in flight waits for their draws (which
+  // may finish requests); retraction happens only with nothing in flight.
   const bool prefill = !members.empty();
   if (!prefill || options_.enable_mixed_chunk) {
-    if (!prefill) retract_until_decode_fits();
+    if (!prefill && in_flight_.empty()) retract_until_decode_fits();
     for (auto& r : running_) {
-      if (r->prefilling() || std::find(members.begin(), members.end(), r.get()) != members.end())
+      if (members.size() >= most) break;
+      if (r->prefilling() || r->in_flight ||
+          std::find(members.begin(), members.end(), r.get()) != members.end())
         continue;
       if (!reserve_pages(*r, 1)) {
-        STRATA_CHECK(prefill, "decode of request {} does not fit after retraction", r->id);
-        continue;  // mixed: this one waits for the next pure decode step
+        STRATA_CHECK(prefill || !in_flight_.empty(),
+                     "decode of request {} does not fit after retraction", r->id);
+        continue;  // this one waits for a later decode step
       }
       try {
         append_extend(batch, memory_, r->row, r->state_slot, r->tokens, r->cached, 1);
@@ -350,45 +388,56 @@ std::vector<RequestOutput> Scheduler::step() {
           std::max(options_.min_new_token_ratio, new_token_ratio_ - options_.new_token_ratio_decay);
     }
   }
-  if (members.empty() &&
-      std::any_of(running_.begin(), running_.end(), [](const auto& r) { return r->finished; })) {
-    // Nothing to run, but requests failed while the batch was built: they are the output.
-    for (auto& r : running_)
-      if (r->finished) outputs.push_back(take_output(*r));
-    std::erase_if(running_, [](const auto& r) { return r->finished; });
-    return outputs;
-  }
-  if (members.empty()) {
-    // Every admitted prompt is stuck waiting for pages that decoding holds: give the newest
-    // one's pages back so that the older ones can finish.
-    STRATA_CHECK(running_.size() > 1, "the only running request cannot get KV pages");
-    std::unique_ptr<Req> r = std::move(running_.back());
-    running_.pop_back();
-    retract(std::move(r));
-    return outputs;
-  }
+  return members;
+}
 
-  // Every request draws on the device that ran the pass, by the rules every device shares
-  // (ops/logit_edits.h, ops/sampling.h): the ids come back, with the logprobs and raw logits
-  // rows asked for, never the whole [batch, vocab] logits. Grammar masks are computed while
-  // the forward runs (run_sampled), unless overlap_grammar_masks is off.
+// Every request draws on the device that ran the pass, by the rules every device shares
+// (ops/logit_edits.h, ops/sampling.h): the ids come back, with the logprobs and raw logits
+// rows asked for, never the whole [batch, vocab] logits. Grammar masks are computed while
+// the forward runs (run_sampled), unless overlap_grammar_masks is off.
+void Scheduler::launch(ForwardBatch batch, const std::vector<Req*>& members) {
   ModelRunner::LateMasks late;
   late_reqs_.clear();
   for (const Req* r : members) add_draw(batch, *r, late);
-  const std::vector<PromptRow> prompt_rows = ask_prompt_logits(batch, members);
-  ModelRunner::SampledTokens drawn;
+  InFlight pass;
+  pass.prompt_rows = ask_prompt_logits(batch, members);
   try {
-    drawn = run_sampled(batch, late);
+    pass.drawn = run_sampled(batch, late, &pass.drawn_here);
   } catch (const RequestError& e) {
     // A limit of the device that the checks before the pass did not know (e.g. the CUDA
     // attention backend's): the pass's requests fail with the reason, the rest carry on.
     for (Req* r : members) fail_request(*r, e.what());
-    members.clear();
+    ++totals_.forward_passes;
+    return;
   }
   ++totals_.forward_passes;
-  if (!members.empty()) take_prompt_logprobs(prompt_rows, drawn);
-  int raw_row = 0;
+  for (Req* r : members) {
+    r->in_flight = true;
+    pass.members.push_back(r->id);
+  }
+  pass.batch = std::move(batch);
+  in_flight_.push_back(std::move(pass));
+}
+
+void Scheduler::take_oldest_pass() {
+  InFlight pass = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  if (!pass.drawn_here) {
+    const auto start = std::chrono::steady_clock::now();
+    pass.drawn = collect_pipelined_draws(runner_, *pipeline_, pass.batch, answer_rank_);
+    totals_.pipeline_wait_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  std::vector<Req*> members;
+  for (uint64_t id : pass.members) {
+    const auto it =
+        std::find_if(running_.begin(), running_.end(), [id](const auto& r) { return r->id == id; });
+    members.push_back(it == running_.end() ? nullptr : it->get());  // null: aborted meanwhile
+    if (members.back()) members.back()->in_flight = false;
+  }
+  take_prompt_logprobs(pass.prompt_rows, members, pass.drawn);
   for (size_t b = 0; b < members.size(); ++b) {
+    if (!members[b]) continue;
     Req& r = *members[b];
     // The window slots no later query sees go back now, not at the request's next pass: a
     // request holds about a window of them between passes (what the window space is sized
@@ -398,20 +447,15 @@ std::vector<RequestOutput> Scheduler::step() {
     if (caches_states() && prefill_pass && at_checkpoint(r)) checkpoint(r);
     if (r.prefilling()) continue;
     if (r.cached == r.prefill_end) share_prompt(r);
-    take_draw(r, static_cast<int>(b), batch, drawn, raw_row);
+    take_draw(r, static_cast<int>(b), pass.batch, pass.drawn);
     if (caches_states() && !prefill_pass && !r.finished && page_size_ > 1 &&
         r.cached % page_size_ == 0)
       track_decode(r);
   }
-
-  for (auto& r : running_)
-    if (r->finished || !r->out.token_ids.empty()) outputs.push_back(take_output(*r));
-  std::erase_if(running_, [](const auto& r) { return r->finished; });
-  return outputs;
 }
 
 bool Scheduler::flush_cache() {
-  if (!running_.empty() || !waiting_.empty()) return false;
+  if (!running_.empty() || !waiting_.empty() || !in_flight_.empty()) return false;
   return !cache_ || cache_->flush();
 }
 
@@ -434,6 +478,8 @@ SchedulerStats Scheduler::stats() const {
     s.cached_state_slots = cache_ ? cache_->cached_states() : 0;
   }
   s.new_token_ratio = new_token_ratio_;
+  s.micro_batches = std::max(1, options_.micro_batches);
+  s.passes_in_flight = static_cast<int>(in_flight_.size());
   return s;
 }
 

@@ -59,6 +59,12 @@ struct SchedulerOptions {
   // A pass that returns prompt logits (prompt logprobs) computes the logits of all its rows:
   // its tokens are cut so that they take at most this many bytes ([tokens, vocab] f32).
   int64_t max_prompt_logits_bytes = int64_t{256} << 20;
+  // Micro-batches in flight (SGLang's pipeline event loop): each step launches a pass over at
+  // most 1/M of the live requests, and a pass's draws are taken only once M passes are out (or
+  // nothing else can run), so that under a pipeline stage k computes micro-batch m while stage
+  // k+1 computes m-1. A request is in one pass at a time. With one process the passes simply
+  // take turns (the same batches as a pipeline of M stages: tests compare the two bit for bit).
+  int micro_batches = 1;
 };
 
 struct ServeRequest {
@@ -114,6 +120,19 @@ struct SchedulerStats {
   // held by the prefix cache as snapshots.
   int64_t state_slots = 0, used_state_slots = 0, cached_state_slots = 0;
   double new_token_ratio = 0;
+  // Under a pipeline: the seconds this stage spent blocked on the transport (receiving a hidden
+  // state or the draws, handing a hidden state over): the pipeline's bubbles as it sees them.
+  double pipeline_wait_s = 0;
+  int micro_batches = 1, passes_in_flight = 0;
+  // Serving under a pipeline: every stage's own view, stage 0's now and the others' as they
+  // last reported it (the engine fills it in from StepRelay; empty in one process).
+  struct Stage {
+    double wait_s = 0;  // its pipeline_wait_s
+    int64_t used_pages = 0, used_state_slots = 0;
+    int running = 0;
+    int64_t forward_passes = 0;  // the same on every stage once the report is current
+  };
+  std::vector<Stage> stages;
 };
 
 class Scheduler {
@@ -127,7 +146,9 @@ class Scheduler {
   void submit(uint64_t id, ServeRequest r);
   // Ends a waiting or running request, freeing all it holds; its output says "abort".
   void abort(uint64_t id);
-  bool has_work() const { return !waiting_.empty() || !running_.empty() || !pending_.empty(); }
+  bool has_work() const {
+    return !waiting_.empty() || !running_.empty() || !pending_.empty() || !in_flight_.empty();
+  }
   std::vector<RequestOutput> step();
   // Empties the prefix cache; false when requests are in flight (nothing changes then).
   bool flush_cache();
@@ -145,9 +166,14 @@ class Scheduler {
   // Pipeline parallelism (strata serve --pp-size N): this scheduler runs on one stage and
   // every other stage runs one like it in lockstep (same submissions, aborts and steps, so
   // the same batches); each pass goes through all stages over `transport` and every stage
-  // accepts the ids (and logprobs, raw logits) the last stage drew. Requests with a grammar
-  // are refused in validate() (masks are not carried). Set before the first submit.
-  void set_pipeline(Transport* transport) { pipeline_ = transport; }
+  // accepts the ids the last stage drew. The logprobs, raw logits and prompt logits rows go
+  // only to `answer_rank`, the stage whose outputs are delivered (serve: 0, where the server
+  // runs; generate: the last, which prints); the other stages' outputs lack them. Requests with
+  // a grammar are refused in validate() (masks are not carried). Set before the first submit.
+  void set_pipeline(Transport* transport, int answer_rank) {
+    pipeline_ = transport;
+    answer_rank_ = answer_rank;
+  }
   const ModelRunner& runner() const { return runner_; }
   // The most tokens (prompt + output) one request may hold: the context length, or the whole
   // KV cache when that is smaller.
@@ -155,6 +181,27 @@ class Scheduler {
 
  private:
   struct Req;
+  // A pass launched and not yet taken: its batch, its members by id (one aborted meanwhile is
+  // gone when the pass is taken, and skipped), and the draws once they are here.
+  struct PromptRow {
+    int member;  // index into the pass's members
+    int position;
+  };
+  struct InFlight {
+    ForwardBatch batch;
+    std::vector<uint64_t> members;
+    std::vector<PromptRow> prompt_rows;
+    ModelRunner::SampledTokens drawn;
+    bool drawn_here = false;  // one process, or the last stage: drawn at launch
+  };
+  // The next pass's batch over the requests not in flight (at most 1/M of the live ones);
+  // returns its members, none when nothing can run now.
+  std::vector<Req*> build_batch(ForwardBatch& batch);
+  void launch(ForwardBatch batch, const std::vector<Req*>& members);
+  // Takes the oldest pass's draws (waiting for them under a pipeline) and applies them.
+  void take_oldest_pass();
+  // Whether this process records logprobs, raw logits and prompt logprobs (set_pipeline).
+  bool records_draws() const { return !pipeline_ || pipeline_->rank() == answer_rank_; }
   int64_t available_pages() const;
   bool reserve_pages(const Req& r, int n);
   int try_admit(Req& r, int budget, ForwardBatch& batch, std::vector<Req*>& members);
@@ -164,22 +211,20 @@ class Scheduler {
   void add_draw(ForwardBatch& batch, const Req& r, ModelRunner::LateMasks& late);
   // r's grammar mask (r has a grammar): token_mask_words(vocab) words at `out`.
   void grammar_mask(const Req& r, uint64_t* out) const;
-  // The pass, with the late masks computed on mask_worker_ while its forward runs.
-  ModelRunner::SampledTokens run_sampled(const ForwardBatch& batch, ModelRunner::LateMasks& late);
+  // The pass, with the late masks computed on mask_worker_ while its forward runs. Under a
+  // pipeline this stage's part of it: `drawn_here` says whether the draws came with it.
+  ModelRunner::SampledTokens run_sampled(const ForwardBatch& batch, ModelRunner::LateMasks& late,
+                                         bool* drawn_here);
   // Jump-forward: what replaces `token`, just drawn for r (itself when nothing is forced).
   std::vector<int> jump_forward(const Req& r, int token) const;
   // Records the token the pass drew for r (row b), its logprobs and raw logits if asked for,
   // then accept()s it.
-  void take_draw(Req& r, int b, const ForwardBatch& batch, ModelRunner::SampledTokens& drawn,
-                 int& raw_row);
+  void take_draw(Req& r, int b, const ForwardBatch& batch, ModelRunner::SampledTokens& drawn);
   // Prompt logprobs: asks the pass for the logits rows of the prompt positions whose logprobs
-  // members still owe (batch.logits_rows), and records them from the pass's rows.
-  struct PromptRow {
-    Req* req;
-    int position;
-  };
+  // members still owe (batch.logits_rows), and records them from the pass's rows (members that
+  // were aborted meanwhile are null).
   std::vector<PromptRow> ask_prompt_logits(ForwardBatch& batch, const std::vector<Req*>& members);
-  void take_prompt_logprobs(const std::vector<PromptRow>& rows,
+  void take_prompt_logprobs(const std::vector<PromptRow>& rows, const std::vector<Req*>& members,
                             const ModelRunner::SampledTokens& drawn);
   // Appends a chosen token to r and finishes r at a stop token, stop string or length.
   void accept(Req& r, int token);
@@ -207,6 +252,8 @@ class Scheduler {
   TextStreamFactory make_text_stream_;
   Retokenizer retokenize_;
   Transport* pipeline_ = nullptr;  // set_pipeline
+  int answer_rank_ = 0;
+  std::deque<InFlight> in_flight_;  // oldest first
   // Overlap: the worker, the requests whose masks the pass needs, and the masks it computes.
   std::unique_ptr<MaskWorker> mask_worker_;
   std::vector<const Req*> late_reqs_;

@@ -83,8 +83,14 @@ void Scheduler::grammar_mask(const Req& r, uint64_t* out) const {
 }
 
 ModelRunner::SampledTokens Scheduler::run_sampled(const ForwardBatch& batch,
-                                                  ModelRunner::LateMasks& late) {
-  if (pipeline_) return pipelined_pass(runner_, *pipeline_, batch);  // no grammars: validate()
+                                                  ModelRunner::LateMasks& late, bool* drawn_here) {
+  *drawn_here = true;
+  if (pipeline_) {  // no grammars: validate()
+    ModelRunner::SampledTokens drawn;
+    *drawn_here = launch_pipelined_pass(runner_, *pipeline_, batch, answer_rank_, &drawn,
+                                        &totals_.pipeline_wait_s);
+    return drawn;
+  }
   if (late.rows.empty()) return runner_.forward_sampled(batch);
   const size_t words = static_cast<size_t>(token_mask_words(runner_.config().vocab_size));
   late_masks_.assign(late_reqs_.size() * words, 0);  // sized before the job: it never reallocates
@@ -150,16 +156,21 @@ std::vector<int> Scheduler::jump_forward(const Req& r, int token) const {
 }
 
 void Scheduler::take_draw(Req& r, int b, const ForwardBatch& batch,
-                          ModelRunner::SampledTokens& drawn, int& raw_row) {
+                          ModelRunner::SampledTokens& drawn) {
   const ServeRequest& q = r.request;
   const int token = drawn.ids[b];
-  if (q.top_logprobs >= 0) {
+  if (q.top_logprobs >= 0 && records_draws()) {
     // The pass computed the batch's largest top_logprobs; this request's are the first ones.
     const float* row =
         drawn.logprobs.data() + static_cast<size_t>(b) * logprob_row_width(batch.top_logprobs);
     r.out.logprobs.push_back(token_logprob_from_row(row, token, q.top_logprobs));
   }
-  if (q.return_logits) r.out.logits.push_back(std::move(drawn.raw_logits.at(raw_row++)));
+  if (q.return_logits && records_draws()) {
+    // Raw rows come in the order of batch.raw_logit_rows, which names the members asking.
+    const auto& asking = batch.raw_logit_rows;
+    const auto row = std::find(asking.begin(), asking.end(), b) - asking.begin();
+    r.out.logits.push_back(std::move(drawn.raw_logits.at(static_cast<size_t>(row))));
+  }
   int64_t accepted = 0;
   for (int id : jump_forward(r, token)) {
     accept(r, id);
@@ -187,7 +198,7 @@ std::vector<Scheduler::PromptRow> Scheduler::ask_prompt_logits(ForwardBatch& bat
     const int end = std::min(batch.seq_len(static_cast<int>(b)), r.prompt_len - 1);
     for (int p = std::max(begin, r.prompt_logprob_next - 1); p < end; ++p) {
       batch.logits_rows.push_back(offsets[b] + p - begin);
-      rows.push_back({&r, p});
+      rows.push_back({static_cast<int>(b), p});
     }
   }
   // Every token of the pass then gets its logits row (the model computes all or only the
@@ -197,14 +208,18 @@ std::vector<Scheduler::PromptRow> Scheduler::ask_prompt_logits(ForwardBatch& bat
 }
 
 void Scheduler::take_prompt_logprobs(const std::vector<PromptRow>& rows,
+                                     const std::vector<Req*>& members,
                                      const ModelRunner::SampledTokens& drawn) {
   const int vocab = runner_.config().vocab_size;
   for (size_t i = 0; i < rows.size(); ++i) {
-    Req& r = *rows[i].req;
-    const int token = r.tokens[rows[i].position + 1];
-    r.out.prompt_logprobs.push_back(token_logprob(drawn.token_logits.at(i).data(), vocab, token,
-                                                  r.request.prompt_top_logprobs));
-    r.prompt_logprob_next = rows[i].position + 2;
+    Req* r = members[static_cast<size_t>(rows[i].member)];
+    if (!r) continue;  // aborted while its pass was in flight
+    const int token = r->tokens[rows[i].position + 1];
+    // Every stage moves on (admission reads it); the stage that answers records the values.
+    if (records_draws())
+      r->out.prompt_logprobs.push_back(token_logprob(drawn.token_logits.at(i).data(), vocab, token,
+                                                     r->request.prompt_top_logprobs));
+    r->prompt_logprob_next = rows[i].position + 2;
   }
 }
 

@@ -29,6 +29,7 @@ struct Scheduler::Req {
   TokenCounts counts;     // what its penalties read (kept only when it has any)
   RequestOutput out;      // accumulated since the last output was taken
   bool finished = false;
+  bool in_flight = false;  // a member of a pass whose draws are not taken yet
   // Failed mid-pass: its KV beyond the last good pass may be unwritten, so none is cached.
   bool failed = false;
   // Sent back to the queue by a retraction, when completions_ was this: it waits for another

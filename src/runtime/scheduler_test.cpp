@@ -85,6 +85,57 @@ TEST_P(SchedulerGolden, RetractsUnderMemoryPressureAndLosesNoRequest) {
   }
 }
 
+// Several passes in flight (SchedulerOptions::micro_batches, one process: the passes take
+// turns): each pass holds at most a third of the requests, a pass's draws are taken once three
+// are out, and every request gets the tokens it gets with one pass at a time, also under
+// retraction (a KV cache of 64 tokens) and with the prefix cache.
+TEST_P(SchedulerGolden, MicroBatchesInFlightGiveTheSameTokens) {
+  std::vector<std::vector<int>> prompts;
+  for (int k = 0; k < 6; ++k) {
+    std::vector<int> p;
+    for (int i = 0; i < 12 + k; ++i) p.push_back((k * 53 + i * 7) % 500);
+    prompts.push_back(p);
+  }
+  const ModelConfig config = ModelConfig::load(test::fixture_dir(GetParam()));
+  std::map<uint64_t, Finished> one_at_a_time;
+  for (int64_t total : {4096, 4096, 64}) {
+    const bool reference = one_at_a_time.empty();
+    RunnerOptions ro = test::default_options(1, 6);
+    ro.max_total_tokens = total;
+    ModelRunner runner(config, ro);
+    SchedulerOptions so;
+    so.micro_batches = reference ? 1 : 3;
+    Scheduler s(runner, so);
+    if (!reference) {
+      // Three requests, three micro-batches: the first step launches a pass over one of them
+      // (admitting only it) and takes nothing yet.
+      ServeRequest r;
+      r.input_ids = prompts[0];
+      r.sampling.max_new_tokens = 1;
+      s.submit(100, r);
+      s.submit(101, r);
+      s.submit(102, r);
+      EXPECT_TRUE(s.step().empty());
+      EXPECT_EQ(s.stats().passes_in_flight, 1);
+      EXPECT_EQ(s.stats().running, 1);
+      EXPECT_EQ(s.stats().forward_passes, 1);
+      while (s.has_work()) s.step();
+    }
+    const auto got = run_all(s, prompts, 20);
+    if (reference) {
+      one_at_a_time = got;
+      continue;
+    }
+    if (total == 64) {
+      EXPECT_GT(s.stats().retractions, 0);
+    }
+    EXPECT_TRUE(s.flush_cache());
+    EXPECT_EQ(s.stats().used_pages, 0);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(got.at(i).ids, one_at_a_time.at(i).ids) << "request " << i << ", KV " << total;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, SchedulerGolden,
                          ::testing::Values("llama", "nemotron_h", "deepseek_v2_lite"));
 
@@ -165,6 +216,41 @@ TEST(Scheduler, AbortFreesEverythingAndRejectsBadRequests) {
   bad = r;
   bad.stop_strings = {"x"};  // no tokenizer
   EXPECT_THROW(s.validate(bad), RequestError);
+}
+
+// A request aborted while its pass is in flight is freed at once and its draw dropped when the
+// pass is taken; the others run on.
+TEST(SchedulerMicroBatches, AbortWhileInFlightFreesEverything) {
+  ModelRunner runner(ModelConfig::load(test::fixture_dir("llama")), test::default_options(1, 4));
+  SchedulerOptions so;
+  so.micro_batches = 2;
+  Scheduler s(runner, so);
+  ServeRequest r;
+  r.input_ids = {1, 2, 3, 4, 5};
+  r.sampling.max_new_tokens = 8;
+  r.sampling.stop_at_eos = false;
+  r.return_logits = true;
+  for (uint64_t id = 0; id < 4; ++id) s.submit(id, r);
+  EXPECT_TRUE(s.step().empty());  // requests 0 and 1 in flight
+  s.abort(0);
+  std::map<uint64_t, std::string> reasons;
+  std::map<uint64_t, size_t> tokens, logits;
+  for (int i = 0; i < 100 && s.has_work(); ++i)
+    for (const auto& o : s.step()) {
+      tokens[o.id] += o.token_ids.size();
+      logits[o.id] += o.logits.size();
+      if (o.finished) reasons[o.id] = o.finish_reason;
+    }
+  EXPECT_EQ(reasons[0], "abort");
+  EXPECT_EQ(tokens[0], 0u);
+  for (uint64_t id = 1; id < 4; ++id) {
+    EXPECT_EQ(reasons[id], "length") << id;
+    EXPECT_EQ(tokens[id], 8u) << id;
+    EXPECT_EQ(logits[id], 8u) << id;
+  }
+  EXPECT_TRUE(s.flush_cache());
+  EXPECT_EQ(s.stats().used_pages, 0);
+  EXPECT_EQ(runner.memory().req_to_token().available(), 4);
 }
 
 }  // namespace strata

@@ -137,6 +137,12 @@ void Engine::deliver(std::vector<RequestOutput>& outputs) {
   outputs.clear();
 }
 
+SchedulerStats Engine::current_stats() {
+  SchedulerStats stats = scheduler_.stats();
+  if (relay_) stats.stages = relay_->stages(stats);
+  return stats;
+}
+
 void Engine::loop() {
   std::vector<RequestOutput> outputs;
   for (;;) {
@@ -156,6 +162,7 @@ void Engine::loop() {
         lk.unlock();
         try {
           relay_->heartbeat();  // idle: the other stages hear that this one is alive
+          metrics_.set_scheduler_stats(current_stats());  // with their last reports
         } catch (const std::exception& e) {
           relay_->fail(e.what());
         }
@@ -202,7 +209,7 @@ void Engine::loop() {
       answer_flushes(flushes_, false);
       return;
     }
-    const SchedulerStats stats = scheduler_.stats();
+    const SchedulerStats stats = current_stats();
     metrics_.set_scheduler_stats(stats);  // before clients hear they are done
     log_batch(stats);
     deliver(outputs);

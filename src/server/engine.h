@@ -69,6 +69,8 @@ class Engine {
                              bool flushed);
   void deliver(std::vector<RequestOutput>& outputs);
   void log_batch(const SchedulerStats& stats);
+  // The scheduler's stats, with every pipeline stage's last report under a pipeline.
+  SchedulerStats current_stats();
 
   Scheduler& scheduler_;
   ServerMetrics& metrics_;

@@ -122,6 +122,19 @@ void handle_server_info(ServerContext& ctx, const httplib::Request&, httplib::Re
                                           {"cached_pages", s.cached_pages},
                                           {"page_size", s.page_size},
                                           {"new_token_ratio", s.new_token_ratio}}});
+  // The pipeline's stages and each one's time blocked on the others (its bubbles).
+  json stages = json::array();
+  for (size_t k = 0; k < s.stages.size(); ++k)
+    stages.push_back({{"stage", k},
+                      {"wait_s", s.stages[k].wait_s},
+                      {"used_pages", s.stages[k].used_pages},
+                      {"used_state_slots", s.stages[k].used_state_slots},
+                      {"num_running_reqs", s.stages[k].running},
+                      {"forward_passes", s.stages[k].forward_passes}});
+  info["pipeline"] = {{"pp_size", std::max<size_t>(1, s.stages.size())},
+                      {"micro_batches", s.micro_batches},
+                      {"passes_in_flight", s.passes_in_flight},
+                      {"stages", stages}};
   info["version"] = "strata";
   reply(res, info);
 }

@@ -162,6 +162,19 @@ std::string ServerMetrics::render() const {
   seconds_counter(out, L, "strata:grammar_mask_exposed_seconds_total",
                   "Of it, the time passes waited for (all of it without overlap).",
                   s.grammar_mask_exposed_ms / 1000);
+  gauge(out, L, "strata:pp_size", "Pipeline stages (1: one process).",
+        static_cast<double>(std::max<size_t>(1, s.stages.size())));
+  gauge(out, L, "strata:micro_batches", "Passes the scheduler keeps in flight at most.",
+        s.micro_batches);
+  if (!s.stages.empty()) {
+    out +=
+        "# HELP strata:pipeline_stage_wait_seconds_total Time a pipeline stage spent blocked "
+        "on the others (receiving its input or the draws, handing its output over): its "
+        "bubbles.\n# TYPE strata:pipeline_stage_wait_seconds_total counter\n";
+    for (size_t k = 0; k < s.stages.size(); ++k)
+      out += fmt::format("strata:pipeline_stage_wait_seconds_total{{{}stage=\"{}\"}} {}\n", with, k,
+                         s.stages[k].wait_s);
+  }
   ttft_.render("strata:time_to_first_token_seconds", "Time to first token.", out, with);
   itl_.render("strata:inter_token_latency_seconds", "Time between tokens of a request.", out, with);
   e2e_.render("strata:e2e_request_latency_seconds", "Arrival to last token.", out, with);

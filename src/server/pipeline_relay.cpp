@@ -71,6 +71,26 @@ std::pair<uint64_t, ServeRequest> decode_request(const json& j) {
 
 }  // namespace
 
+std::string encode_step(const StepInputs& inputs) {
+  json submits = json::array();
+  for (const auto& [id, request] : inputs.submits) submits.push_back(encode_request(id, request));
+  return json{{"kind", "step"},
+              {"submits", submits},
+              {"aborts", inputs.aborts},
+              {"flush_cache", inputs.flush_cache}}
+      .dump();
+}
+
+StepInputs decode_step(const std::string& message) {
+  const json j = json::parse(message);
+  STRATA_CHECK(j.at("kind") == "step", "control message of kind '{}'", j.at("kind").dump());
+  StepInputs inputs;
+  for (const auto& r : j.at("submits")) inputs.submits.push_back(decode_request(r));
+  j.at("aborts").get_to(inputs.aborts);
+  j.at("flush_cache").get_to(inputs.flush_cache);
+  return inputs;
+}
+
 bool apply_step_inputs(Scheduler& scheduler, StepInputs inputs) {
   for (auto& [id, request] : inputs.submits) scheduler.submit(id, std::move(request));
   for (uint64_t id : inputs.aborts) scheduler.abort(id);
@@ -78,20 +98,36 @@ bool apply_step_inputs(Scheduler& scheduler, StepInputs inputs) {
 }
 
 StepRelay::StepRelay(MpiTransport& control, std::string where)
-    : control_(control), where_(std::move(where)) {}
+    : control_(control), where_(std::move(where)), stages_(control.size()) {}
+
+namespace {
+
+SchedulerStats::Stage stage_of(const SchedulerStats& s) {
+  return {s.pipeline_wait_s, s.used_pages, s.used_state_slots, s.running, s.forward_passes};
+}
+
+}  // namespace
+
+std::vector<SchedulerStats::Stage> StepRelay::stages(const SchedulerStats& mine) {
+  for (int peer = 1; peer < control_.size(); ++peer)
+    while (const auto report = control_.try_recv_message(peer)) {
+      const json j = json::parse(*report);
+      STRATA_CHECK(j.at("kind") == "stage", "control message of kind {} from process {}",
+                   j.at("kind").dump(), peer);
+      stages_[peer] = {j.at("wait_s").get<double>(), j.at("used_pages").get<int64_t>(),
+                       j.at("used_state_slots").get<int64_t>(), j.at("running").get<int>(),
+                       j.at("forward_passes").get<int64_t>()};
+    }
+  stages_[0] = stage_of(mine);
+  return stages_;
+}
 
 void StepRelay::post(const std::string& message) {
   for (int peer = 1; peer < control_.size(); ++peer) control_.post_message(peer, message);
 }
 
 void StepRelay::before_step(const StepInputs& inputs) {
-  json submits = json::array();
-  for (const auto& [id, request] : inputs.submits) submits.push_back(encode_request(id, request));
-  post(json{{"kind", "step"},
-            {"submits", submits},
-            {"aborts", inputs.aborts},
-            {"flush_cache", inputs.flush_cache}}
-           .dump());
+  post(encode_step(inputs));
 }
 
 void StepRelay::heartbeat() {
@@ -115,19 +151,29 @@ void StepRelay::fail(const std::string& why) {
 }
 
 void run_follower(Scheduler& scheduler, MpiTransport& control) {
+  // This stage's bubbles go to process 0 (its /metrics) a few times a second, not every step.
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kReportEvery = std::chrono::milliseconds(250);
+  Clock::time_point reported{};
   for (;;) {
-    const json message = json::parse(control.recv_message(
-        0, "the next step or heartbeat from process 0, which runs the server"));
-    const std::string kind = message.at("kind").get<std::string>();
+    const std::string bytes =
+        control.recv_message(0, "the next step or heartbeat from process 0, which runs the server");
+    const std::string kind = json::parse(bytes).at("kind").get<std::string>();
     if (kind == "stop") return;
     if (kind == "heartbeat") continue;
-    STRATA_CHECK(kind == "step", "control message of kind '{}'", kind);
-    StepInputs inputs;
-    for (const auto& r : message.at("submits")) inputs.submits.push_back(decode_request(r));
-    message.at("aborts").get_to(inputs.aborts);
-    message.at("flush_cache").get_to(inputs.flush_cache);
-    apply_step_inputs(scheduler, std::move(inputs));
+    apply_step_inputs(scheduler, decode_step(bytes));
     scheduler.step();  // the outputs are process 0's to deliver
+    if (Clock::now() - reported >= kReportEvery || !scheduler.has_work()) {
+      reported = Clock::now();
+      const SchedulerStats::Stage s = stage_of(scheduler.stats());
+      control.post_message(0, json{{"kind", "stage"},
+                                   {"wait_s", s.wait_s},
+                                   {"used_pages", s.used_pages},
+                                   {"used_state_slots", s.used_state_slots},
+                                   {"running", s.running},
+                                   {"forward_passes", s.forward_passes}}
+                                  .dump());
+    }
   }
 }
 

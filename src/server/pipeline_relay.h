@@ -9,6 +9,7 @@
 // (runtime/pipeline_pass.h). While idle the engine sends heartbeats, so a follower can tell
 // an idle process 0 from a hung one within --pp-timeout; it ends on process 0's stop message
 // and ignores SIGTERM/SIGINT (process 0 handles them and tells it).
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -27,6 +28,12 @@ struct StepInputs {
   bool flush_cache = false;
   bool empty() const { return submits.empty() && aborts.empty() && !flush_cache; }
 };
+
+// The step message ({"kind": "step", ...}) and back: every field of every ServeRequest and
+// its SamplingParams but the grammar (refused under a pipeline); pipeline_relay_test checks
+// that each survives and fails when either struct gains a field this does not carry.
+std::string encode_step(const StepInputs& inputs);
+StepInputs decode_step(const std::string& message);
 
 // Submissions, then aborts, then the flush: the order on every stage. Returns what the flush
 // answered (false when none was asked for).
@@ -48,11 +55,16 @@ class StepRelay {
   // The engine failed (another stage hung or died: the transport's Error): prints one error
   // line naming this stage and the failure, then ends every process of the job.
   [[noreturn]] void fail(const std::string& why);
+  // Every stage's bubbles and memory (SchedulerStats::stages): `mine` (this stage's stats)
+  // for this one, the others' as they last reported them (run_follower reports a few times a
+  // second while it steps, and whenever its scheduler becomes idle).
+  std::vector<SchedulerStats::Stage> stages(const SchedulerStats& mine);
 
  private:
   void post(const std::string& message);
   MpiTransport& control_;
   std::string where_;
+  std::vector<SchedulerStats::Stage> stages_;  // as last reported
 };
 
 // A follower stage's loop: steps `scheduler` as process 0's messages say, until the stop
