@@ -57,6 +57,8 @@ Linear Linear::vocab_parallel_view(ParamLoader& w, const Tensor& table) {
   Communicator& group = w.tensor_parallel();
   const Shard shard{group.rank(), group.size()};
   const int64_t vocab = table.dim(0);
+  if (shard.whole())
+    return from_tensors(table);  // also a packed int8 table, which has no row slices
   return gathered(from_tensors(table.slice_rows(shard.begin(vocab), shard.size(vocab))), group,
                   vocab);
 }

@@ -133,6 +133,13 @@ std::vector<std::string> RunnerOptions::problems(const ModelConfig& config) cons
         "--quantization {} with --dtype bfloat16: both choose how the weight matrices are "
         "stored (int8 keeps activations and everything else in f32); drop --dtype bfloat16",
         quantization));
+  } else if (resolve_capability("quantization", quantization, device) != "none" && tp_size > 1) {
+    // Packed int8 matrices interleave rows in groups of 16, so a rank's rows or columns are not
+    // a slice of them; tensor-parallel shards of int8 weights are not built yet.
+    problems.push_back(fmt::format(
+        "--quantization {} with --tp-size {}: int8 weights run in one process per stage; use "
+        "--tp-size 1 (or --quantization none)",
+        quantization, tp_size));
   }
   // The Mamba cache flags matter only for models with recurrent layers; a typo is an error
   // for every model.
