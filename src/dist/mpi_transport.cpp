@@ -309,7 +309,7 @@ std::optional<std::string> MpiTransport::try_recv_message(int peer) {
   int found = 0;
   MPI_Message message;
   MPI_Status status;
-  MPI_Improbe(peer, kTagControl, MPI_COMM_WORLD, &found, &message, &status);
+  MPI_Improbe(peer, kTagControl, comm_of(pipeline_comm_), &found, &message, &status);
   if (!found) return std::nullopt;
   int bytes = 0;
   MPI_Get_count(&status, MPI_BYTE, &bytes);
