@@ -12,8 +12,8 @@
 #include <algorithm>
 
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/attention_tiles.h"
-#include "kernels/cuda/tensor_core_ptx.cuh"
 
 namespace strata::cuda::attention_detail {
 
@@ -83,16 +83,7 @@ __global__ __launch_bounds__(kWarps *
     const float* q0 = q + tok * p.q_row_stride + static_cast<int64_t>(h0 + g) * D;
     const float* q1 = q0 + 8 * D;
     const bool ok0 = g < heads, ok1 = g + 8 < heads;
-    auto ld = [&](const float* row, bool ok, int c) {
-      const float2 v = ok ? *reinterpret_cast<const float2*>(row + c) : make_float2(0.0f, 0.0f);
-      return pack_bf16(v.x * q_scale, v.y * q_scale);
-    };
-#pragma unroll
-    for (int ks = 0; ks < QK_STEPS; ++ks) {
-      const int c = ks * 16 + 2 * t;
-      qf[ks][0] = ld(q0, ok0, c), qf[ks][1] = ld(q1, ok1, c);
-      qf[ks][2] = ld(q0, ok0, c + 8), qf[ks][3] = ld(q1, ok1, c + 8);
-    }
+    load_q_fragments(q0, ok0, q1, ok1, t, q_scale, qf);
   }
 
   float o[O_TILES][4];
@@ -126,27 +117,7 @@ __global__ __launch_bounds__(kWarps *
         if (kw + j * 8 + 2 * t + (i & 1) >= end) s[j][i] = kNegInf;
       }
 
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      float mx =
-          fmaxf(fmaxf(s[0][2 * rr], s[0][2 * rr + 1]), fmaxf(s[1][2 * rr], s[1][2 * rr + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(row_max[rr], mx);
-      const float base = m_new == kNegInf ? 0.0f : m_new;  // no key yet: exp2(-inf) = 0, no NaN
-      const float alpha = exp2f(row_max[rr] - base);
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        s[j][2 * rr] = exp2f(s[j][2 * rr] - base);
-        s[j][2 * rr + 1] = exp2f(s[j][2 * rr + 1] - base);
-        sum += s[j][2 * rr] + s[j][2 * rr + 1];
-      }
-      row_sum[rr] = row_sum[rr] * alpha + sum;
-      row_max[rr] = m_new;
-#pragma unroll
-      for (int j = 0; j < O_TILES; ++j) o[j][2 * rr] *= alpha, o[j][2 * rr + 1] *= alpha;
-    }
+    online_softmax_tile(s, row_max, row_sum, o);  // S becomes P
 
     // O += P V: P's two accumulator tiles are one 16-key A fragment.
     const uint32_t pa[4] = {pack_bf16(s[0][0], s[0][1]), pack_bf16(s[0][2], s[0][3]),

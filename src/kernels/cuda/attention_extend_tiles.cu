@@ -14,9 +14,9 @@
 #include <algorithm>
 
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/attention_tiles.h"
 #include "kernels/cuda/convert.cuh"
-#include "kernels/cuda/tensor_core_ptx.cuh"
 
 namespace strata::cuda::attention_detail {
 
@@ -82,16 +82,7 @@ __global__ __launch_bounds__(WARPS * 32) void extend_tiles_kernel(const float* q
     const float* q0 = q + static_cast<int64_t>(tok0 + m0 + r0) * p.q_row_stride + h * D;
     const float* q1 = q + static_cast<int64_t>(tok0 + m0 + r1) * p.q_row_stride + h * D;
     const bool ok0 = r0 < rows, ok1 = r1 < rows;
-    auto ld = [&](const float* row, bool ok, int c) {
-      const float2 v = ok ? *reinterpret_cast<const float2*>(row + c) : make_float2(0.0f, 0.0f);
-      return pack_bf16(v.x * q_scale, v.y * q_scale);
-    };
-#pragma unroll
-    for (int ks = 0; ks < QK_STEPS; ++ks) {
-      const int c = ks * 16 + 2 * t;
-      qf[ks][0] = ld(q0, ok0, c), qf[ks][1] = ld(q1, ok1, c);
-      qf[ks][2] = ld(q0, ok0, c + 8), qf[ks][3] = ld(q1, ok1, c + 8);
-    }
+    load_q_fragments(q0, ok0, q1, ok1, t, q_scale, qf);
   }
 
   float o[O_TILES][4];
@@ -149,31 +140,7 @@ __global__ __launch_bounds__(WARPS * 32) void extend_tiles_kernel(const float* q
         }
     }
 
-    // Online softmax on rows r0 (elements 0, 1) and r1 (2, 3); the four lanes of a quad share
-    // a row. P = exp2(S - max) replaces S in place.
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      float mx = kNegInf;
-#pragma unroll
-      for (int j = 0; j < S_TILES; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * rr], s[j][2 * rr + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(row_max[rr], mx);
-      // A row with no key yet subtracts 0, so exp2(-inf - 0) = 0 and never NaN.
-      const float base = m_new == kNegInf ? 0.0f : m_new;
-      const float alpha = exp2f(row_max[rr] - base);
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < S_TILES; ++j) {
-        s[j][2 * rr] = exp2f(s[j][2 * rr] - base);
-        s[j][2 * rr + 1] = exp2f(s[j][2 * rr + 1] - base);
-        sum += s[j][2 * rr] + s[j][2 * rr + 1];
-      }
-      row_sum[rr] = row_sum[rr] * alpha + sum;
-      row_max[rr] = m_new;
-#pragma unroll
-      for (int j = 0; j < O_TILES; ++j) o[j][2 * rr] *= alpha, o[j][2 * rr + 1] *= alpha;
-    }
+    online_softmax_tile(s, row_max, row_sum, o);  // S becomes P
 
     // O += P V: P's accumulator tiles (2kk, 2kk + 1) are the A fragment of key step kk; V's
     // rows are keys, so its B fragments come through the transposing ldmatrix.
