@@ -119,9 +119,8 @@ void run_pipeline_stage(const ModelConfig& config, RunnerOptions options,
     GenerateStats stats;
     // Tensor parallelism alone (one stage): every rank runs the one-process loop; its ranks
     // build the same batches and draw the same ids from the same gathered logits.
-    const auto outputs =
-        generate(stage.runner, requests, generate_options, &stats,
-                 setup.pp_size == 1 ? nullptr : &stage.transport);
+    const auto outputs = generate(stage.runner, requests, generate_options, &stats,
+                                  setup.pp_size == 1 ? nullptr : &stage.transport);
     stats.tp_collective_s = stage.control.tensor_parallel_group().seconds();
     stats.tp_collectives = stage.control.tensor_parallel_group().calls();
     // The ranks of a stage know the same outputs: its tensor-parallel rank 0 reports them.
