@@ -438,8 +438,10 @@ TEST(PipelineServingFailures, AHungOrDeadStageEndsTheServer) {
     if (fault == "exit:1") {
       EXPECT_NE(log.find("Process name: [["), std::string::npos) << log;
     }
-    EXPECT_NE(log.find("error: the 2 pipeline stage processes did not all finish"),
-              std::string::npos)
+    EXPECT_NE(
+        log.find("error: the 2 processes of the job (pipeline stages x tensor-parallel ranks) did "
+                 "not all finish"),
+        std::string::npos)
         << log;
   }
 }

@@ -133,12 +133,15 @@ TEST(TensorParallelFailures, BadSizesAreOneErrorBeforeAnyProcessStarts) {
   expect_one_error("llama", "--tp-size 0", "--tp-size must be in 1..256");
   expect_one_error("llama", "--tp-size 2 --device cuda",
                    "--tp-size 2 with --device cuda: tensor parallelism runs on CPU processes");
-  // 8 ranks would replicate the 2 KV heads, but cannot split the 4 query heads.
+  // serve checks the same rule before it starts a process.
   std::string out, err;
-  EXPECT_EQ(run_strata("serve --model " + fixture_dir("llama") + " --tp-size 2", &out, &err), 1);
-  EXPECT_NE(err.find("error: --tp-size 2: strata serve does not run tensor-parallel yet"),
+  EXPECT_EQ(run_strata("serve --model " + fixture_dir("llama") + " --tp-size 3", &out, &err), 1);
+  EXPECT_NE(err.find("error: --tp-size 3: in " + fixture_dir("llama") +
+                     "/config.json num_attention_heads 4 is not divisible by it"),
             std::string::npos)
       << err;
+  EXPECT_EQ(err.find("error:"), err.rfind("error:")) << "one error line:\n" << err;
+  // 8 ranks would replicate the 2 KV heads, but cannot split the 4 query heads.
   expect_one_error("llama", "--tp-size 8",
                    "/config.json num_attention_heads 4 is not divisible by it; tensor parallelism "
                    "splits every layer evenly over the ranks: use --tp-size 1 or 2 or 4\n");

@@ -233,7 +233,7 @@ void check_stages_agree(StageContext& stage) {
                            runner.state_pool() ? runner.state_pool()->num_slots() : 0};
   std::vector<char> bytes(sizeof(mine));
   std::memcpy(bytes.data(), mine, sizeof(mine));
-  stage.control.broadcast(0, bytes);
+  stage.control.broadcast_to_job(bytes);
   int64_t first[2];
   std::memcpy(first, bytes.data(), sizeof(first));
   if (first[0] != mine[0] || first[1] != mine[1])
@@ -257,12 +257,18 @@ int serve_http(const ServeFlags& f, const ServerOptions& so, const SchedulerOpti
                                          static_cast<size_t>(f.max_queued_requests);
   auto engine = std::make_unique<Engine>(*scheduler, metrics, max_in_flight, relay);
   ServerContext ctx{*engine, metrics, codec, so};
-  if (pipeline) {
-    // Masks would be needed where the last stage draws, from grammar state kept on process 0.
+  if (relay) {
+    // Masks would be needed where the last stage draws and on every tensor-parallel rank (each
+    // draws), from grammar state kept on process 0: the step message does not carry it.
+    const std::string how =
+        f.model.tp_size > 1 && pipeline
+            ? fmt::format("--pp-size {} --tp-size {}", pipeline->size(), f.model.tp_size)
+        : f.model.tp_size > 1 ? fmt::format("--tp-size {}", f.model.tp_size)
+                              : fmt::format("--pp-size {}", pipeline->size());
     ctx.grammar_unavailable = fmt::format(
-        "the server was started with --pp-size {}, and structured output is not carried "
-        "through a pipeline yet",
-        pipeline->size());
+        "the server was started with {}, and structured output is not carried to the other "
+        "processes yet",
+        how);
   } else if (f.grammar_backend == "none") {
     ctx.grammar_unavailable = "the server was started with --grammar-backend none";
   } else if (!codec) {
@@ -324,19 +330,14 @@ int run(const ServeFlags& f) {
   } catch (const Error& e) {
     problems.push_back(e.what());
   }
-  // TP ranks of the first stage would each have to follow rank 0's scheduler step by step
-  // (docs/tensor_parallel.md): not built yet, so refused rather than served wrong.
-  if (f.model.tp_size > 1)
-    problems.push_back(fmt::format(
-        "--tp-size {}: strata serve does not run tensor-parallel yet; serve with --tp-size 1 "
-        "(and --pp-size to split the model), or use strata generate --tp-size {}",
-        f.model.tp_size, f.model.tp_size));
   PipelineSetup pipeline;
   try {
     pipeline = f.model.pipeline_setup();
   } catch (const Error& e) {
     problems.push_back(e.what());
   }
+  const int tp_size = f.model.tp_size;
+  const bool distributed = pipeline.pp_size > 1 || tp_size > 1;
   if (pipeline.pp_size > 1) {
     // Untested on GPUs so far: refused rather than served wrong.
     if (f.model.device != "cpu")
@@ -391,6 +392,7 @@ int run(const ServeFlags& f) {
                     {"max_total_tokens", f.model.max_total_tokens},
                     {"chunked_prefill_size", f.chunked_prefill_size},
                     {"pp_size", pipeline.pp_size},
+                    {"tp_size", tp_size},
                     {"micro_batches", sched.micro_batches},
                     {"enable_mixed_chunk", f.enable_mixed_chunk},
                     {"disable_radix_cache", f.disable_radix_cache},
@@ -415,28 +417,32 @@ int run(const ServeFlags& f) {
           : std::filesystem::path(f.model.model).lexically_normal().filename().string();
   if (so.served_model_name.empty()) so.served_model_name = f.model.model;
 
-  if (pipeline.pp_size > 1) {
+  if (distributed) {
     // The launcher checks what it can (the partition, the port), then re-runs this command
-    // line as one process per stage under mpirun; each of those joins the job as its stage.
+    // line as one process per stage and tensor-parallel rank under mpirun (pp x tp); each of
+    // those joins the job as its place in the grid.
     if (!inside_mpi_job()) {
       validate_pipeline_job(config, options, pipeline, {});
       // A taken port or a foreign address is reported now, not after the stages load.
       HttpServer::check_can_listen(so.host, so.port);
-      return relaunch_under_mpirun(pipeline.pp_size, SIGUSR1);
+      return relaunch_under_mpirun(pipeline.pp_size * tp_size, SIGUSR1);
     }
     // The engine thread calls MPI, not the main thread: SERIALIZED.
     run_stage_process(config, options, pipeline, true, [&](StageContext& stage) {
       check_stages_agree(stage);
-      if (stage.plan.is_first) {
+      // Passes go through the stages' transport only when there are stages to go through;
+      // tensor parallelism alone runs the one-process pass on every rank.
+      Transport* stages = pipeline.pp_size > 1 ? &stage.transport : nullptr;
+      if (stage.control.world_rank() == 0) {
         StepRelay relay(stage.control, stage.where);
-        serve_http(f, so, sched, codec.get(), stage.runner, &stage.transport, &relay);
+        serve_http(f, so, sched, codec.get(), stage.runner, stages, &relay);
         return;
       }
       // Process 0 handles the signals and tells this one to stop.
       signal(SIGTERM, SIG_IGN);
       signal(SIGINT, SIG_IGN);
       signal(SIGUSR1, SIG_IGN);
-      const auto scheduler = make_scheduler(stage.runner, sched, codec.get(), &stage.transport);
+      const auto scheduler = make_scheduler(stage.runner, sched, codec.get(), stages);
       run_follower(*scheduler, stage.control);
     });
     return 0;

@@ -121,14 +121,14 @@ int relaunch_under_mpirun(int np, int stop_signal) {
     if (code != 0 && code != 127)
       std::fprintf(
           stderr,
-          "error: the %d pipeline stage processes did not all finish (mpirun exit status %d); "
-          "the messages above name the failing stage\n",
+          "error: the %d processes of the job (pipeline stages x tensor-parallel ranks) did not "
+          "all finish (mpirun exit status %d); the messages above name the failing one\n",
           np, code);
     return code;
   }
   const int sig = WTERMSIG(status);
   std::fprintf(stderr,
-               "error: mpirun was killed by signal %d (%s); the pipeline stages ended with it\n",
+               "error: mpirun was killed by signal %d (%s); the job's processes ended with it\n",
                sig, strsignal(sig));
   return 128 + sig;
 }

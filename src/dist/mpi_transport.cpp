@@ -156,8 +156,8 @@ MpiTransport::MpiTransport(double timeout_seconds, bool serialized, int tp_size)
         "(MPI_THREAD_SERIALIZED: the server's engine thread calls MPI); use an OpenMPI built "
         "with thread support",
         provided, wanted);
-  int world_rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  const int world_rank = world_rank_;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &local);
@@ -174,7 +174,9 @@ MpiTransport::MpiTransport(double timeout_seconds, bool serialized, int tp_size)
   // this transport; the ranks of one stage form its tensor-parallel group.
   tp_rank_ = world_rank % tp_size_;
   const int pp_rank = world_rank / tp_size_;
-  MPI_Comm pipeline, tensor;
+  MPI_Comm pipeline, tensor, control;
+  MPI_Comm_dup(MPI_COMM_WORLD, &control);
+  control_comm_ = MPI_Comm_c2f(control);
   MPI_Comm_split(MPI_COMM_WORLD, tp_rank_, pp_rank, &pipeline);
   MPI_Comm_split(MPI_COMM_WORLD, pp_rank, tp_rank_, &tensor);
   pipeline_comm_ = MPI_Comm_c2f(pipeline);
@@ -192,9 +194,11 @@ MpiTransport::~MpiTransport() {
     abort(1);
   }
   tensor_group_.reset();
-  MPI_Comm pipeline = comm_of(pipeline_comm_), tensor = comm_of(tensor_comm_);
+  MPI_Comm pipeline = comm_of(pipeline_comm_), tensor = comm_of(tensor_comm_),
+           control = comm_of(control_comm_);
   MPI_Comm_free(&pipeline);
   MPI_Comm_free(&tensor);
+  MPI_Comm_free(&control);
   MPI_Finalize();
 }
 
@@ -203,6 +207,11 @@ void MpiTransport::wait(void* request, int peer, const char* what) {
 }
 
 std::vector<char> MpiTransport::receive_bytes(int peer, int tag, const char* what) {
+  return receive_bytes_on(pipeline_comm_, rank_, peer, tag, what);
+}
+
+std::vector<char> MpiTransport::receive_bytes_on(int comm, int self, int peer, int tag,
+                                                 const char* what) {
   reap_posted();
   const auto deadline = deadline_after(timeout_s_);
   int polls = 0;
@@ -210,9 +219,9 @@ std::vector<char> MpiTransport::receive_bytes(int peer, int tag, const char* wha
   MPI_Status status;
   for (;;) {
     int found = 0;
-    MPI_Improbe(peer, tag, comm_of(pipeline_comm_), &found, &message, &status);
+    MPI_Improbe(peer, tag, comm_of(comm), &found, &message, &status);
     if (found) break;
-    if (Clock::now() > deadline) timed_out(rank_, peer, what, timeout_s_);
+    if (Clock::now() > deadline) timed_out(self, peer, what, timeout_s_);
     backoff(polls);
   }
   int bytes = 0;
@@ -220,7 +229,7 @@ std::vector<char> MpiTransport::receive_bytes(int peer, int tag, const char* wha
   std::vector<char> buffer(bytes);
   MPI_Request request;
   MPI_Imrecv(buffer.data(), bytes, MPI_BYTE, &message, &request);
-  wait(&request, peer, what);
+  wait_for(&request, timeout_s_, self, peer, what);
   return buffer;
 }
 
@@ -296,12 +305,13 @@ void MpiTransport::post_message(int peer, std::string bytes) {
   posted->peer = peer;
   posted->bytes = std::move(bytes);
   MPI_Isend(posted->bytes.data(), static_cast<int>(posted->bytes.size()), MPI_BYTE, peer,
-            kTagControl, comm_of(pipeline_comm_), &posted->request);
+            kTagControl, comm_of(control_comm_), &posted->request);
   posted_.push_back(std::move(posted));
 }
 
 std::string MpiTransport::recv_message(int peer, const char* what) {
-  const std::vector<char> buffer = receive_bytes(peer, kTagControl, what);
+  const std::vector<char> buffer =
+      receive_bytes_on(control_comm_, world_rank_, peer, kTagControl, what);
   return std::string(buffer.begin(), buffer.end());
 }
 
@@ -309,14 +319,14 @@ std::optional<std::string> MpiTransport::try_recv_message(int peer) {
   int found = 0;
   MPI_Message message;
   MPI_Status status;
-  MPI_Improbe(peer, kTagControl, comm_of(pipeline_comm_), &found, &message, &status);
+  MPI_Improbe(peer, kTagControl, comm_of(control_comm_), &found, &message, &status);
   if (!found) return std::nullopt;
   int bytes = 0;
   MPI_Get_count(&status, MPI_BYTE, &bytes);
   std::string buffer(static_cast<size_t>(bytes), '\0');
   MPI_Request request;
   MPI_Imrecv(buffer.data(), bytes, MPI_BYTE, &message, &request);
-  wait(&request, peer, "a control message it had announced");
+  wait_for(&request, timeout_s_, world_rank_, peer, "a control message it had announced");
   return buffer;
 }
 
@@ -342,6 +352,14 @@ void MpiTransport::broadcast(int root, std::vector<char>& bytes) {
   MPI_Ibcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, root, comm_of(pipeline_comm_),
              &request);
   wait(&request, root, "a broadcast from process 0");
+}
+
+void MpiTransport::broadcast_to_job(std::vector<char>& bytes) {
+  STRATA_CHECK(bytes.size() < (size_t{1} << 31), "broadcast of {} bytes", bytes.size());
+  MPI_Request request;
+  MPI_Ibcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, comm_of(control_comm_),
+             &request);
+  wait_for(&request, timeout_s_, world_rank_, 0, "a broadcast from process 0");
 }
 
 void MpiTransport::flush() {

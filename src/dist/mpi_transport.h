@@ -57,6 +57,7 @@ class MpiTransport : public Transport {
   int tp_rank() const { return tp_rank_; }
   int tp_size() const { return tp_size_; }
   int world_size() const { return world_size_; }
+  int world_rank() const { return world_rank_; }
   // The tensor-parallel group of this process's stage (valid while the transport lives).
   Communicator& tensor_parallel_group() { return *tensor_group_; }
   Memory memory() const override { return Memory::Host; }
@@ -66,16 +67,20 @@ class MpiTransport : public Transport {
   void recv_tensor(int peer, const TensorRef& tensor) override;
   void post_ids(int peer, std::vector<int32_t> ids) override;
   std::vector<int32_t> recv_ids(int peer, int count) override;
-  // Control messages (the serving pipeline's step inputs, heartbeats, stop): `bytes` is
-  // queued for `peer` and this returns at once; recv_message waits (bounded by the timeout)
-  // for the next one from `peer`. `what` names the wait in a timeout's error.
+  // Control messages (a distributed server's step inputs, heartbeats, stop, stage reports)
+  // between any two processes of the job: `peer` is a world rank (every stage and every
+  // tensor-parallel rank follows process 0's steps). `bytes` is queued for `peer` and this
+  // returns at once; recv_message waits (bounded by the timeout) for the next one from
+  // `peer`. `what` names the wait in a timeout's error.
   void post_message(int peer, std::string bytes);
   std::string recv_message(int peer, const char* what);
   // The next control message from `peer` if one has arrived; never waits for one.
   std::optional<std::string> try_recv_message(int peer);
-  // Every process gets root's `bytes` (the same count on every process). Bootstraps other
-  // transports: NCCL's unique ids travel this way.
+  // Every stage of this pipeline gets stage root's `bytes` (the same count on every process).
+  // Bootstraps other transports: NCCL's unique ids travel this way.
   void broadcast(int root, std::vector<char>& bytes);
+  // Every process of the job gets world rank 0's `bytes` (the same count everywhere).
+  void broadcast_to_job(std::vector<char>& bytes);
   void barrier() override;
   void flush() override;
   [[noreturn]] void abort(int code) override;
@@ -87,12 +92,16 @@ class MpiTransport : public Transport {
   // Polls `request` until it completes; Error after the timeout. `what` names the wait.
   void wait(void* request, int peer, const char* what);
   std::vector<char> receive_bytes(int peer, int tag, const char* what);
+  // On communicator `comm` (a Fortran handle), where this process is `self`.
+  std::vector<char> receive_bytes_on(int comm, int self, int peer, int tag, const char* what);
   void reap_posted();
 
   double timeout_s_;
   int rank_ = 0, size_ = 1, local_size_ = 1, local_rank_ = 0;
-  int tp_rank_ = 0, tp_size_ = 1, world_size_ = 1;
-  int pipeline_comm_ = 0, tensor_comm_ = 0;  // MPI_Comm_c2f handles
+  int tp_rank_ = 0, tp_size_ = 1, world_size_ = 1, world_rank_ = 0;
+  // MPI_Comm_c2f handles: the stages of this tp rank, the ranks of this stage, the whole job
+  // (a duplicate of the world, for control messages only).
+  int pipeline_comm_ = 0, tensor_comm_ = 0, control_comm_ = 0;
   std::unique_ptr<MpiCommunicator> tensor_group_;
   std::deque<std::unique_ptr<Posted>> posted_;  // ids not yet delivered (buffers kept alive)
 };

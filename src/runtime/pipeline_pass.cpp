@@ -19,7 +19,10 @@ void maybe_inject_fault(int stage, ModelRunner& runner) {
   if (!spec) return;
   const std::string s = spec;
   const auto colon = s.find(':');
-  if (colon == std::string::npos || std::stoi(s.substr(colon + 1)) != stage) return;
+  // K is this process's place in the job: stage * tp_size + tensor-parallel rank.
+  const Communicator* tp = runner.options().tensor_parallel;
+  const int process = tp ? stage * tp->size() + tp->rank() : stage;
+  if (colon == std::string::npos || std::stoi(s.substr(colon + 1)) != process) return;
   const std::string kind = s.substr(0, colon);
   if (kind == "exit") std::_Exit(3);
   if (kind == "hang")

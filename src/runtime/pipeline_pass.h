@@ -25,9 +25,11 @@ ModelRunner::SampledTokens collect_pipelined_draws(ModelRunner& runner, Transpor
                                                    const ForwardBatch& batch, int answer_rank);
 
 // Fault injection for the failure tests (tests/pp_test.cpp, tests/pp_cuda_test.cpp,
-// tests/pp_serve_test.cpp): STRATA_PP_FAULT=KIND:K makes stage K fail right after its first
-// forward pass: exit (the process dies), hang (it stops answering), and on a GPU oom (an
-// allocation fails) or trap (a kernel faults). Call it after every pass; it acts once.
+// tests/pp_serve_test.cpp, tests/tp_serve_test.cpp): STRATA_PP_FAULT=KIND:K makes process K
+// of the job (stage * tp_size + tensor-parallel rank; the stage without tensor parallelism)
+// fail right after its first forward pass: exit (the process dies), hang (it stops answering), and
+// on a GPU oom (an allocation fails) or trap (a kernel faults). Call it after every pass; it acts
+// once.
 void maybe_inject_fault(int stage, ModelRunner& runner);
 
 }  // namespace strata

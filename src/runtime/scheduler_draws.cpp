@@ -91,7 +91,13 @@ ModelRunner::SampledTokens Scheduler::run_sampled(const ForwardBatch& batch,
                                         &totals_.pipeline_wait_s);
     return drawn;
   }
-  if (late.rows.empty()) return runner_.forward_sampled(batch);
+  if (late.rows.empty()) {
+    ModelRunner::SampledTokens drawn = runner_.forward_sampled(batch);
+    // Tensor-parallel ranks without stages: the failure tests' faults act here.
+    const Communicator* tp = runner_.options().tensor_parallel;
+    if (tp && tp->size() > 1) maybe_inject_fault(0, runner_);
+    return drawn;
+  }
   const size_t words = static_cast<size_t>(token_mask_words(runner_.config().vocab_size));
   late_masks_.assign(late_reqs_.size() * words, 0);  // sized before the job: it never reallocates
   mask_worker_->start([this, words] {

@@ -109,21 +109,24 @@ SchedulerStats::Stage stage_of(const SchedulerStats& s) {
 }  // namespace
 
 std::vector<SchedulerStats::Stage> StepRelay::stages(const SchedulerStats& mine) {
-  for (int peer = 1; peer < control_.size(); ++peer)
+  // Tensor-parallel rank 0 of each stage reports it (world rank = stage * tp_size).
+  for (int stage = 1; stage < control_.size(); ++stage) {
+    const int peer = stage * control_.tp_size();
     while (const auto report = control_.try_recv_message(peer)) {
       const json j = json::parse(*report);
       STRATA_CHECK(j.at("kind") == "stage", "control message of kind {} from process {}",
                    j.at("kind").dump(), peer);
-      stages_[peer] = {j.at("wait_s").get<double>(), j.at("used_pages").get<int64_t>(),
-                       j.at("used_state_slots").get<int64_t>(), j.at("running").get<int>(),
-                       j.at("forward_passes").get<int64_t>()};
+      stages_[stage] = {j.at("wait_s").get<double>(), j.at("used_pages").get<int64_t>(),
+                        j.at("used_state_slots").get<int64_t>(), j.at("running").get<int>(),
+                        j.at("forward_passes").get<int64_t>()};
     }
+  }
   stages_[0] = stage_of(mine);
   return stages_;
 }
 
 void StepRelay::post(const std::string& message) {
-  for (int peer = 1; peer < control_.size(); ++peer) control_.post_message(peer, message);
+  for (int peer = 1; peer < control_.world_size(); ++peer) control_.post_message(peer, message);
 }
 
 void StepRelay::before_step(const StepInputs& inputs) {
@@ -162,8 +165,9 @@ void run_follower(Scheduler& scheduler, MpiTransport& control) {
     if (kind == "stop") return;
     if (kind == "heartbeat") continue;
     apply_step_inputs(scheduler, decode_step(bytes));
-    scheduler.step();  // the outputs are process 0's to deliver
-    if (Clock::now() - reported >= kReportEvery || !scheduler.has_work()) {
+    scheduler.step();                             // the outputs are process 0's to deliver
+    const bool reports = control.tp_rank() == 0;  // the stage's other ranks hold the same
+    if (reports && (Clock::now() - reported >= kReportEvery || !scheduler.has_work())) {
       reported = Clock::now();
       const SchedulerStats::Stage s = stage_of(scheduler.stats());
       control.post_message(0, json{{"kind", "stage"},

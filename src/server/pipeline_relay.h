@@ -1,14 +1,16 @@
 #pragma once
-// Serving over a pipeline (strata serve --pp-size N): process 0 runs the HTTP server, the
-// Engine and its Scheduler; every other stage runs a follower with a Scheduler of its own in
+// Serving over a pipeline and/or tensor-parallel ranks (strata serve --pp-size N --tp-size T):
+// process 0 runs the HTTP server, the Engine and its Scheduler; every other process (each
+// stage, each tensor-parallel rank of a stage) runs a follower with a Scheduler of its own in
 // lockstep. Before each step the engine hands the step's inputs (new requests with their ids,
 // aborts, a cache flush) to the relay, which posts them to every follower as one control
 // message over the MPI transport; each follower applies them in the same order
 // (apply_step_inputs, the one definition both sides use) and runs the same step, so every
 // stage builds the same batches and the pass inside goes through all stages
-// (runtime/pipeline_pass.h). While idle the engine sends heartbeats, so a follower can tell
-// an idle process 0 from a hung one within --pp-timeout; it ends on process 0's stop message
-// and ignores SIGTERM/SIGINT (process 0 handles them and tells it).
+// (runtime/pipeline_pass.h), the ranks of a stage meeting in its all-reduces. While idle the engine
+// sends heartbeats, so a follower can tell an idle process 0 from a hung one within --pp-timeout;
+// it ends on process 0's stop message and ignores SIGTERM/SIGINT (process 0 handles them and tells
+// it).
 #include <chrono>
 #include <cstdint>
 #include <string>

@@ -1,0 +1,186 @@
+// Serving with tensor parallelism: `strata serve --tp-size 2` (one process per rank under
+// mpirun; process 0 serves HTTP, the other ranks, and with --pp-size the other stages' ranks,
+// follow its steps) answers as one process does: a dense and a hybrid fixture (NemotronH, its
+// Mamba2 heads split over the ranks) at TP 2 and TP 2 x PP 2, requests one at a time and 64 at
+// once, every other one streamed, with the prefix cache on (hits counted) and off; a client
+// that hangs up frees the request's memory on every stage; structured output, which the step
+// message does not carry, is a 400; a rank that dies or hangs ends the server with an error.
+// (A --tp-size the model does not split is refused up front: tp_test.cpp.)
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <future>
+#include <thread>
+
+#include "pipeline_test_util.h"
+#include "server_harness.h"
+
+namespace strata::test {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+json greedy_request(const std::vector<int>& ids, int n, bool stream = false) {
+  return {{"input_ids", ids},
+          {"stream", stream},
+          {"sampling_params", {{"max_new_tokens", n}, {"temperature", 0}, {"ignore_eos", true}}}};
+}
+
+// 64 prompts over the reference ones, with 0-2 extra tokens each: many share a prefix.
+std::vector<std::vector<int>> many_prompts(const Reference& ref) {
+  std::vector<std::vector<int>> prompts;
+  for (int i = 0; i < 64; ++i) {
+    std::vector<int> p = ref.input_ids[i % ref.input_ids.size()];
+    for (int k = 0; k < i % 3; ++k) p.push_back((i * 37 + k * 11) % 500 + 1);
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+struct ServeCase {
+  std::string fixture, grid;
+  int stages;
+  bool cache;
+};
+
+}  // namespace
+
+TEST(TensorParallelServing, ConcurrentStreamedCachedAndAbortedEqualOneProcess) {
+  // CI runs two launches (a dense model at TP 2, a hybrid at TP 2 x PP 2: four processes);
+  // STRATA_HEAVY_TESTS=1 adds MLA and the other cache settings.
+  std::vector<ServeCase> cases = {{"llama", "--tp-size 2", 1, true},
+                                  {"nemotron_h", "--tp-size 2 --pp-size 2", 2, false}};
+  if (std::getenv("STRATA_HEAVY_TESTS"))
+    cases.insert(cases.end(), {{"deepseek_v2_lite", "--tp-size 2", 1, true},
+                               {"llama", "--tp-size 2 --pp-size 2", 2, false},
+                               {"nemotron_h", "--tp-size 2", 1, true}});
+  for (const ServeCase& c : cases) {
+    SCOPED_TRACE(c.fixture + " " + c.grid + (c.cache ? " cache" : " no cache"));
+    const Reference ref = load_reference(c.fixture);
+    const auto prompts = many_prompts(ref);
+    RunnerOptions one = default_options(1, 64);
+    one.threads = 1;
+    ModelRunner runner(ModelConfig::load(fixture_dir(c.fixture)), one);
+    const std::vector<GenerateOutput> expected = greedy(runner, prompts, 6);
+    ServeProcess serve("--model " + fixture_dir(c.fixture) + " " + c.grid +
+                       " --threads 1 --pp-timeout 60 --max-running-requests 64"
+                       " --context-length 256" +
+                       (c.cache ? "" : " --disable-radix-cache"));
+    const int port = serve.port();
+    ASSERT_GT(port, 0) << serve.log();
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(
+          post_to(port, "/generate", greedy_request(prompts[i], 6).dump()).second["output_ids"],
+          json(expected[i].output_ids))
+          << "sequential prompt " << i;
+    std::vector<std::future<json>> answers;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      answers.push_back(std::async(std::launch::async, [&, i] {
+        if (i % 2 == 0)
+          return post_to(port, "/generate", greedy_request(prompts[i], 6).dump()).second;
+        bool done = false;
+        const auto events =
+            stream_from(port, "/generate", greedy_request(prompts[i], 6, true), &done);
+        return done && !events.empty() ? events.back() : json();
+      }));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const json a = answers[i].get();
+      ASSERT_TRUE(a.contains("output_ids")) << "prompt " << i << ": " << a.dump() << serve.log();
+      EXPECT_EQ(a["output_ids"], json(expected[i].output_ids)) << "prompt " << i;
+    }
+    const double cached = metric_of(port, "strata:cached_tokens_total");
+    if (c.cache) {
+      EXPECT_GT(cached, 0);
+    } else {
+      EXPECT_EQ(cached, 0);
+    }
+
+    // A seeded sample: every rank draws the same ids from the same gathered logits.
+    json sampled = greedy_request({7, 8, 9, 10}, 8);
+    sampled["sampling_params"]["temperature"] = 0.9;
+    sampled["sampling_params"]["seed"] = 5;
+    sampled["sampling_params"]["top_k"] = 40;
+    const json once = post_to(port, "/generate", sampled.dump()).second;
+    ASSERT_EQ(once["output_ids"].size(), 8u) << once.dump();
+    EXPECT_EQ(post_to(port, "/generate", sampled.dump()).second["output_ids"], once["output_ids"]);
+
+    // A client that hangs up after 3 chunks of a long stream.
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/generate";
+    req.body = greedy_request(prompts[3], 200, true).dump();
+    req.set_header("Content-Type", "application/json");
+    int chunks = 0;
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
+    httplib::Response res;
+    httplib::Error err;
+    client_of(port).send(req, res, err);
+    for (int i = 0; i < 400 && metric_of(port, "strata:num_aborted_requests_total") < 1; ++i)
+      std::this_thread::sleep_for(25ms);
+    EXPECT_EQ(metric_of(port, "strata:num_aborted_requests_total"), 1);
+    // After the abort every rank still steps alike.
+    EXPECT_EQ(post_to(port, "/generate", greedy_request(prompts[5], 6).dump()).second["output_ids"],
+              json(expected[5].output_ids));
+
+    // Every stage (its tensor-parallel rank 0 reports it) holds what stage 0 holds once idle.
+    json info;
+    for (int i = 0; i < 200; ++i) {
+      const auto r = client_of(port).Get("/get_server_info");
+      info = r && r->status == 200 ? json::parse(r->body) : json();
+      bool idle = info.is_object();
+      for (const json& stage : info.is_object() ? info["pipeline"]["stages"] : json::array())
+        idle = idle && stage["num_running_reqs"] == 0 &&
+               stage["forward_passes"] == info["pipeline"]["stages"][0]["forward_passes"];
+      if (idle) break;
+      std::this_thread::sleep_for(50ms);
+    }
+    ASSERT_TRUE(info.is_object());
+    EXPECT_EQ(info["tp_size"], 2) << info.dump();
+    EXPECT_EQ(info["pipeline"]["pp_size"], c.stages) << info.dump();
+    for (const json& stage : info["pipeline"]["stages"]) {
+      EXPECT_EQ(stage["num_running_reqs"], 0) << info.dump();
+      EXPECT_EQ(stage["used_pages"], info["pipeline"]["stages"][0]["used_pages"]) << info.dump();
+      if (!c.cache) {
+        EXPECT_EQ(stage["used_pages"], 0) << info.dump();
+      }
+    }
+
+    json regex = greedy_request({4, 5}, 2);
+    regex["sampling_params"]["regex"] = "[a-z]+";
+    const auto [status, refusal] = post_to(port, "/generate", regex.dump());
+    EXPECT_EQ(status, 400) << refusal.dump();
+    EXPECT_NE(refusal.dump().find("--tp-size 2"), std::string::npos) << refusal.dump();
+    EXPECT_EQ(serve.stop(), 0) << serve.log();
+  }
+}
+
+// A rank that dies: mpirun ends the job, the launcher says so. A rank that hangs after its
+// first pass: process 0's all-reduce waits --pp-timeout, then the job ends with one error line
+// naming process 0's place in the grid and the wait.
+TEST(TensorParallelServingFailures, ADeadOrHungRankEndsTheServer) {
+  for (const std::string fault : {"exit:1", "hang:1"}) {
+    SCOPED_TRACE(fault);
+    setenv("STRATA_PP_FAULT", fault.c_str(), 1);
+    ServeProcess serve("--model " + fixture_dir("llama") +
+                       " --tp-size 2 --threads 1 --pp-timeout 3 --context-length 256");
+    unsetenv("STRATA_PP_FAULT");
+    const int port = serve.port();
+    ASSERT_GT(port, 0) << serve.log();
+    const auto answer = post_to(port, "/generate", greedy_request({4, 5, 6}, 4).dump());
+    EXPECT_NE(answer.first, 200) << answer.second.dump();
+    const int status = serve.wait_exit(60);
+    EXPECT_NE(status, 0) << serve.log();
+    EXPECT_NE(status, -2) << "still running\n" << serve.log();
+    const std::string log = serve.log();
+    if (fault == "hang:1") {
+      EXPECT_NE(log.find("error: pipeline stage 0/1, tensor-parallel rank 0/2 (layers [0, 4)): "),
+                std::string::npos)
+          << log;
+      EXPECT_NE(log.find("a tensor-parallel all-reduce"), std::string::npos) << log;
+    }
+    EXPECT_NE(log.find("error: the 2 processes of the job"), std::string::npos) << log;
+  }
+}
+
+}  // namespace strata::test
