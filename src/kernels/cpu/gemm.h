@@ -3,8 +3,12 @@
 
 namespace strata::cpu {
 
+// Every CPU kernel runs on one thread pool, OpenMP's. OpenBLAS computes single-threaded, once per
+// OpenMP thread on that thread's block of output columns: with OpenBLAS's own threads beside
+// OpenMP's, each pool's idle threads spin while the other's work, which made batch-16 decode on
+// two cores 2-3x slower than one core (docs/benchmarks.md, tensor parallelism on CPU).
+
 // y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]): the layout of a PyTorch nn.Linear weight.
-// OpenBLAS does the work on all cores.
 void linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias,
             float* y);
 
@@ -27,6 +31,14 @@ void linear_int8(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t
 
 // y[m, n] = x[m, k] . w[k, n]
 void matmul(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y);
+
+// y[m, n] = x[m, k] . W + beta * y, W = w[n, ldw]^T (`transposed_w`: rows of a Linear weight) or
+// w[k, ldw] (columns [0, n)): OpenBLAS's sgemm on blocks of columns, one block per OpenMP thread
+// (one block inside a parallel region, or when the product is too small to split).
+constexpr int64_t kSgemmBlockColumns = 64;
+int sgemm_parts(int64_t m, int64_t n, int64_t k);
+void sgemm_columns(bool transposed_w, int64_t m, int64_t n, int64_t k, const float* x,
+                   const float* w, int64_t ldw, float beta, float* y);
 
 void set_num_threads(int n);
 

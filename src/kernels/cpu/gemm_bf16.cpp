@@ -73,18 +73,24 @@ void linear_bf16(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_
     for (int64_t j = 0; j < n; ++j) y[i * n + j] = bias ? bias[j] : 0.0f;
   if (m <= kMaxSkinnyRows) return decode_rows(x, m, k, w, n, y, simd);
   // Prefill: panels of weight rows widened to f32 (about 4 MiB each, so a panel is still in
-  // cache when sgemm reads it), each multiplied by all of x.
+  // cache when sgemm reads it), each multiplied by all of x; the OpenMP threads take panels in
+  // turn, each widening its own and running sgemm on it single-threaded (one thread pool:
+  // kernels/cpu/gemm.h).
   const int64_t panel = std::clamp<int64_t>((int64_t{1} << 20) / std::max<int64_t>(k, 1), 16, n);
-  std::vector<float> wide(static_cast<size_t>(panel * k));
-  for (int64_t j0 = 0; j0 < n; j0 += panel) {
-    const int64_t rows = std::min(panel, n - j0);
-    const uint16_t* src = w + j0 * k;
-    // On the calling thread: an OpenMP loop here, between OpenBLAS calls whose threads are
-    // still spinning, made prefill 2.5x slower (23 tok/s against 62 on the 2-core VM).
-    for (int64_t i = 0; i < rows * k; ++i) wide[i] = bf16_to_f32(src[i]);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
-                static_cast<int>(rows), static_cast<int>(k), 1.0f, x, static_cast<int>(k),
-                wide.data(), static_cast<int>(k), 1.0f, y + j0, static_cast<int>(n));
+  const int64_t panels = (n + panel - 1) / panel;
+  const int parts = static_cast<int>(std::min<int64_t>(sgemm_parts(m, n, k), panels));
+#pragma omp parallel num_threads(parts) if (parts > 1)
+  {
+    std::vector<float> wide(static_cast<size_t>(panel * k));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t j0 = p * panel, rows = std::min(panel, n - j0);
+      const uint16_t* src = w + j0 * k;
+      for (int64_t i = 0; i < rows * k; ++i) wide[i] = bf16_to_f32(src[i]);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+                  static_cast<int>(rows), static_cast<int>(k), 1.0f, x, static_cast<int>(k),
+                  wide.data(), static_cast<int>(k), 1.0f, y + j0, static_cast<int>(n));
+    }
   }
 }
 

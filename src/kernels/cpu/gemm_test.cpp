@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "core/dtype.h"
@@ -61,6 +63,47 @@ TEST(CpuLinearBf16, MatchesTheProductWithRoundedWeightsAtEveryLevel) {
           }
       }
     }
+}
+
+// Products large enough to split over the OpenMP threads (blocks of output columns, each
+// OpenBLAS call single-threaded; bf16 prefill panels handed out in turn), with n not a
+// multiple of the 16-column block boundary and blocks of unequal width: every column equals
+// the double-precision product, for linear, matmul and linear_bf16 over several panels, on 1,
+// 2 and 3 threads (more threads than this machine's cores included).
+TEST(CpuGemmThreads, SplitProductsEqualTheReference) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  struct Shape {
+    int64_t m, k, n;
+  };
+  for (int threads : {1, 2, 3})
+    for (const Shape s : {Shape{300, 300, 130}, Shape{33, 300, 1001}, Shape{9, 300, 7777}}) {
+      set_num_threads(threads);
+      const auto [m, k, n] = s;
+      std::vector<float> x(m * k), w(n * k), y(m * n, 5.0f), y_mm(m * n, 5.0f), y_bf16(m * n, 5.0f);
+      std::vector<uint16_t> w_bf16(n * k);
+      for (float& e : x) e = dist(rng);
+      for (float& e : w) e = bf16_to_f32(f32_to_bf16(dist(rng)));  // exact in bf16
+      for (int64_t i = 0; i < n * k; ++i) w_bf16[i] = f32_to_bf16(w[i]);
+      // matmul reads w as [k, n]: the transpose of the Linear layout.
+      std::vector<float> w_kn(k * n);
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t t = 0; t < k; ++t) w_kn[t * n + j] = w[j * k + t];
+      linear(x.data(), m, k, w.data(), n, nullptr, y.data());
+      matmul(x.data(), m, k, w_kn.data(), n, y_mm.data());
+      linear_bf16(x.data(), m, k, w_bf16.data(), n, nullptr, y_bf16.data());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double want = 0;
+          for (int64_t t = 0; t < k; ++t) want += double(x[i * k + t]) * w[j * k + t];
+          const double tol = 1e-4 * (1 + std::sqrt(double(k)));
+          ASSERT_NEAR(y[i * n + j], want, tol) << "linear m " << m << " n " << n << " col " << j;
+          ASSERT_NEAR(y_mm[i * n + j], want, tol) << "matmul m " << m << " n " << n << " col " << j;
+          ASSERT_NEAR(y_bf16[i * n + j], want, tol)
+              << "bf16 m " << m << " n " << n << " col " << j << " threads " << threads;
+        }
+    }
+  set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 }  // namespace
