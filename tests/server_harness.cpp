@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "grammar/grammar_compiler.h"
@@ -189,6 +190,25 @@ ServeProcess::ServeProcess(const std::string& args) {
 ServeProcess::~ServeProcess() {
   stop();
   std::filesystem::remove(log_path_);
+}
+
+int processes_left_with(const std::string& marker, int seconds) {
+  int left = 0;
+  for (int tries = 0; tries <= seconds * 10; ++tries) {
+    left = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string pid = entry.path().filename().string();
+      if (pid.find_first_not_of("0123456789") != std::string::npos ||
+          pid == std::to_string(getpid()))
+        continue;
+      std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+      const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+      if (cmdline.find(marker) != std::string::npos) ++left;
+    }
+    if (left == 0) return 0;
+    usleep(100 * 1000);
+  }
+  return left;
 }
 
 std::string ServeProcess::log() const {

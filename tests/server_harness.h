@@ -40,6 +40,10 @@ std::vector<json> stream_from(int port, const std::string& path, const json& bod
 // A /metrics value.
 double metric_of(int port, const std::string& name);
 
+// How many processes (other than this one) have `marker` in their command line, waiting up to
+// `seconds` for the count to reach 0: what a server's stages left running after it ended.
+int processes_left_with(const std::string& marker, int seconds);
+
 class Harness {
  public:
   // `tokenizer`: a directory with tokenizer.json, loaded as `strata serve --tokenizer-path`

@@ -7,6 +7,7 @@
 // message does not carry, is a 400; a rank that dies or hangs ends the server with an error.
 // (A --tp-size the model does not split is refused up front: tp_test.cpp.)
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <future>
@@ -162,7 +163,9 @@ TEST(TensorParallelServingFailures, ADeadOrHungRankEndsTheServer) {
   for (const std::string fault : {"exit:1", "hang:1"}) {
     SCOPED_TRACE(fault);
     setenv("STRATA_PP_FAULT", fault.c_str(), 1);
-    ServeProcess serve("--model " + fixture_dir("llama") +
+    // A name no other process has: its stages carry it in their command lines.
+    const std::string marker = "fault-" + std::to_string(getpid()) + "-" + fault.substr(0, 4);
+    ServeProcess serve("--served-model-name " + marker + " --model " + fixture_dir("llama") +
                        " --tp-size 2 --threads 1 --pp-timeout 3 --context-length 256");
     unsetenv("STRATA_PP_FAULT");
     const int port = serve.port();
@@ -172,6 +175,7 @@ TEST(TensorParallelServingFailures, ADeadOrHungRankEndsTheServer) {
     const int status = serve.wait_exit(60);
     EXPECT_NE(status, 0) << serve.log();
     EXPECT_NE(status, -2) << "still running\n" << serve.log();
+    EXPECT_EQ(processes_left_with(marker, 10), 0) << "stage processes left running";
     const std::string log = serve.log();
     if (fault == "hang:1") {
       EXPECT_NE(log.find("error: pipeline stage 0/1, tensor-parallel rank 0/2 (layers [0, 4)): "),
