@@ -126,7 +126,7 @@ void GatedDeltaNetMixer::forward(const Tensor& x, Tensor& residual, const Forwar
                        batch.mode == ForwardMode::Decode, pool.ssm(opt_.layer_id), y);
   Tensor normed = ops.empty_activation({T, V});
   ops.gated_rms_norm(y, proj.slice_cols(conv_dim, V), &norm_weight_, static_cast<int>(HV),
-                     opt_.norm_eps, /*norm_before_gate=*/true, normed);
+                     opt_.norm_eps, /*norm_before_gate=*/true, normed, {});
   out_proj_.forward_into(ops, normed, residual, true);
 }
 

@@ -47,9 +47,9 @@ Mamba2Options mamba2_options_from_config(const ModelConfig& c, const Mamba2Confi
 // Tensor parallelism splits the mixer by heads: a rank holds its heads' z, x, dt, A, D and
 // dt_bias, the B and C groups those heads read (split like KV heads, or replicated when there
 // are fewer groups than ranks), their conv channels and norm columns, and its state; out_proj
-// sums the heads' parts. A gated norm over groups that do not split with the heads (one group
-// over the whole width: Bamba) would need the RMS of every rank's columns: such a mixer stays
-// whole on every rank.
+// sums the heads' parts. A gated norm over groups wider than a rank's heads (one group over the
+// whole width: Bamba) takes the RMS of every rank's columns: each rank's sums of squares are
+// all-reduced before it normalizes its part (norm_spans_ranks_).
 Mamba2Mixer::Mamba2Mixer(ParamLoader& w, const std::string& prefix, const Mamba2Options& opt)
     : opt_(opt) {
   const int64_t I = opt.intermediate(), conv_dim = opt.conv_dim(), H = opt.num_heads;
@@ -64,12 +64,21 @@ Mamba2Mixer::Mamba2Mixer(ParamLoader& w, const std::string& prefix, const Mamba2
   Communicator& group = w.tensor_parallel();
   const int tp = group.size();
   const bool split = tp > 1 && H % tp == 0 && (opt.n_groups % tp == 0 || tp % opt.n_groups == 0) &&
-                     (!opt.gated_norm || opt.norm_groups % tp == 0);
+                     (!opt.gated_norm || opt.norm_groups % tp == 0 || tp % opt.norm_groups == 0);
   const Shard heads = split ? Shard{group.rank(), tp} : Shard{};
   const Shard groups = split ? head_group_shard(opt.n_groups, group.rank(), tp) : Shard{};
   opt_.num_heads = static_cast<int>(heads.size(H));
   opt_.n_groups = static_cast<int>(groups.size(opt.n_groups));
-  if (split && opt.gated_norm) opt_.norm_groups = opt.norm_groups / tp;
+  if (split && opt.gated_norm && opt.norm_groups % tp == 0) {
+    opt_.norm_groups = opt.norm_groups / tp;
+  } else if (split && opt.gated_norm) {  // tp / norm_groups ranks share each group
+    norm_spans_ranks_ = true;
+    opt_.norm_groups = 1;
+    norm_groups_total_ = opt.norm_groups;
+    norm_group_ = group.rank() / (tp / opt.norm_groups);
+    tp_size_ = tp;
+    norm_ranks_ = &group;
+  }
   // This rank's rows of z | x | B | C | dt, and of the conv channels x | B | C.
   const int64_t hd = opt.head_dim, gn = opt.state_size, GN = int64_t{opt.n_groups} * gn;
   const RowSection x{0, heads.begin(H) * hd, heads.size(H) * hd},
@@ -180,8 +189,20 @@ Tensor Mamba2Mixer::forward(const Tensor& x, const ForwardBatch& batch, ForwardC
   ops.ssm_scan(xbc, dt, ssm_, ctx.state_seqs, batch.mode == ForwardMode::Decode,
                pool.ssm(opt_.layer_id), y);
   Tensor normed = ops.empty_activation({T, I});
-  ops.gated_rms_norm(y, z, opt_.gated_norm ? &norm_weight_ : nullptr, opt_.norm_groups,
-                     opt_.norm_eps, opt_.norm_before_gate, normed);
+  if (!norm_spans_ranks_) {
+    ops.gated_rms_norm(y, z, opt_.gated_norm ? &norm_weight_ : nullptr, opt_.norm_groups,
+                       opt_.norm_eps, opt_.norm_before_gate, normed, {});
+    return out_proj_.forward(ops, normed);
+  }
+  // This rank holds a part of one norm group: its sum of squares goes in the group's column,
+  // zeros elsewhere, and the all-reduce gives every rank every group's whole sum.
+  Tensor sums = ops.empty({T, norm_groups_total_});
+  ops.fill(sums, 0.0f);
+  Tensor mine = sums.slice_cols(norm_group_, 1);
+  ops.gated_sum_squares(y, z, 1, opt_.norm_before_gate, mine);
+  norm_ranks_->all_reduce_sum(sums);
+  ops.gated_rms_norm(y, z, &norm_weight_, 1, opt_.norm_eps, opt_.norm_before_gate, normed,
+                     {&mine, opt_.intermediate() * tp_size_ / norm_groups_total_});
   return out_proj_.forward(ops, normed);
 }
 

@@ -69,6 +69,12 @@ class Mamba2Mixer {
   SsmParams ssm_;                   // A = -exp(A_log), D, dt_bias [heads] and the shape
   Tensor norm_weight_;              // [intermediate] when gated_norm
   Tensor in_proj_scale_;            // [in_proj_width] when the options have multipliers
+  // Tensor parallelism with norm groups wider than a rank's heads (Bamba's one group over the
+  // whole width): this rank's columns are a part of group norm_group_ of norm_groups_total_,
+  // whose RMS comes from every rank's sums of squares (an all-reduce over norm_ranks_).
+  bool norm_spans_ranks_ = false;
+  int norm_group_ = 0, norm_groups_total_ = 1, tp_size_ = 1;
+  Communicator* norm_ranks_ = nullptr;
 };
 
 }  // namespace strata

@@ -322,8 +322,12 @@ class CpuOps : public Ops {
     cpu_ops::gated_delta_rule(qkv, b, a, p, seqs, decode, states, y);
   }
   void gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups, float eps,
-                      bool norm_before_gate, Tensor& out) override {
-    cpu_ops::gated_rms_norm(y, z, weight, groups, eps, norm_before_gate, out);
+                      bool norm_before_gate, Tensor& out, SpanningGroups spanning) override {
+    cpu_ops::gated_rms_norm(y, z, weight, groups, eps, norm_before_gate, out, spanning);
+  }
+  void gated_sum_squares(const Tensor& y, const Tensor& z, int groups, bool norm_before_gate,
+                         Tensor& sums) override {
+    cpu_ops::gated_sum_squares(y, z, groups, norm_before_gate, sums);
   }
 
   void gated_activation(const Tensor& gate_up, Activation act, Tensor& out) override {

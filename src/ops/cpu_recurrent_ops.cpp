@@ -191,7 +191,7 @@ void gated_delta_rule(const Tensor& qkv, const Tensor& b, const Tensor& a, const
 }
 
 void gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups, float eps,
-                    bool norm_before_gate, Tensor& out) {
+                    bool norm_before_gate, Tensor& out, Ops::SpanningGroups spanning) {
   check_host(y, DType::F32, "gated_rms_norm input");
   check_host(z, DType::F32, "gated_rms_norm gate");
   check_host(out, DType::F32, "gated_rms_norm output");
@@ -201,9 +201,33 @@ void gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int 
                    width % groups == 0 && (!weight || weight->numel() == width),
                "gated_rms_norm {} gate {} -> {} in {} groups", y.describe(), z.describe(),
                out.describe(), groups);
+  const Tensor* sums = spanning.sums;
+  if (sums) {
+    check_host(*sums, DType::F32, "gated_rms_norm group sums");
+    STRATA_CHECK(
+        sums->rows() == y.rows() && sums->cols() == groups && spanning.width >= width / groups,
+        "gated_rms_norm group sums {} for {} rows of {} groups, group width {}", sums->describe(),
+        y.rows(), groups, spanning.width);
+  }
   if (out.raw() != y.raw()) std::memcpy(out.raw(), y.raw(), y.bytes());
   cpu::gated_rms_norm(out.ptr<float>(), z.ptr<float>(), z.row_stride(), y.rows(), width, groups,
-                      weight ? weight->ptr<float>() : nullptr, eps, norm_before_gate);
+                      weight ? weight->ptr<float>() : nullptr, eps, norm_before_gate,
+                      sums ? sums->ptr<float>() : nullptr, sums ? sums->row_stride() : 0,
+                      spanning.width);
+}
+
+void gated_sum_squares(const Tensor& y, const Tensor& z, int groups, bool norm_before_gate,
+                       Tensor& sums) {
+  check_host(y, DType::F32, "gated_sum_squares input");
+  check_host(z, DType::F32, "gated_sum_squares gate");
+  check_host(sums, DType::F32, "gated_sum_squares output");
+  const int width = static_cast<int>(y.cols());
+  STRATA_CHECK(y.contiguous() && z.cols() == width && z.rows() == y.rows() && groups >= 1 &&
+                   width % groups == 0 && sums.rows() == y.rows() && sums.cols() == groups,
+               "gated_sum_squares {} gate {} -> {} in {} groups", y.describe(), z.describe(),
+               sums.describe(), groups);
+  cpu::gated_sum_squares(y.ptr<float>(), z.ptr<float>(), z.row_stride(), y.rows(), width, groups,
+                         norm_before_gate, sums.ptr<float>(), sums.row_stride());
 }
 
 }  // namespace strata::cpu_ops

@@ -11,7 +11,9 @@ void ssm_scan(const Tensor& xbc, const Tensor& dt, const SsmParams& p, const Ten
               bool decode, Tensor& states, Tensor& y);
 void gated_delta_rule(const Tensor& qkv, const Tensor& b, const Tensor& a, const DeltaNetParams& p,
                       const Tensor& seqs, bool decode, Tensor& states, Tensor& y);
+void gated_sum_squares(const Tensor& y, const Tensor& z, int groups, bool norm_before_gate,
+                       Tensor& sums);
 void gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups, float eps,
-                    bool norm_before_gate, Tensor& out);
+                    bool norm_before_gate, Tensor& out, Ops::SpanningGroups spanning);
 
 }  // namespace strata::cpu_ops

@@ -193,9 +193,22 @@ class Ops {
                                 Tensor& states, Tensor& y) = 0;
   // out [rows, width] (activation dtype) = the Mamba2 output norm of y [rows, width] f32 gated
   // by z (strided): norm_before_gate ? norm(y) * silu(z) : norm(y * silu(z)), RMS over `groups`
-  // equal column groups times weight [width]; weight null: the gate only.
+  // equal column groups times weight [width]; weight null: the gate only. `spanning.sums`: the
+  // groups span tensor-parallel ranks (y holds this rank's part of each), and the RMS comes
+  // from their sums of squares over every rank ([rows, groups] f32, strided) and the whole
+  // group's width `spanning.width`.
+  struct SpanningGroups {
+    const Tensor* sums = nullptr;
+    int64_t width = 0;
+  };
   virtual void gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups,
-                              float eps, bool norm_before_gate, Tensor& out) = 0;
+                              float eps, bool norm_before_gate, Tensor& out,
+                              SpanningGroups spanning) = 0;
+  // sums [rows, groups] f32 (strided) = the sum of squares, per row and group, of what
+  // gated_rms_norm normalizes (y, or y * silu(z) unless norm_before_gate): one rank's part of
+  // a spanning group's, to be summed over the ranks.
+  virtual void gated_sum_squares(const Tensor& y, const Tensor& z, int groups,
+                                 bool norm_before_gate, Tensor& sums) = 0;
 
   // ---- sampling
   // ids[r] = argmax logits[r] (the first maximum), int32.

@@ -190,10 +190,35 @@ void recurrent_cases(std::vector<Case>& cases) {
                 const Tensor w = put(ops, random({width}, rng), DType::F32);
                 Tensor out = ops.empty_activation({rows, width});
                 ops.gated_rms_norm(y, z.slice_cols(5, width), weighted ? &w : nullptr, groups,
-                                   1e-5f, before, out);
+                                   1e-5f, before, out, {});
                 return Outputs{get(ops, out)};
               });
         }
+  // Groups spanning tensor-parallel ranks: this rank's sums of squares (into a strided column
+  // block, as the layer lays them out for its all-reduce), then the norm by given sums of
+  // groups 3x wider than this rank's part of them.
+  for (int64_t rows : {1, 37})
+    for (int groups : {1, 4})
+      for (bool before : {false, true})
+        add(cases,
+            fmt::format("gated_rms_norm_spanning_r{}_g{}{}", rows, groups,
+                        before ? "_norm_first" : ""),
+            1e-2, [=](Ops& ops, Rng& rng) {
+              const int width = 96;
+              const Tensor y = put(ops, random({rows, width}, rng), DType::F32);
+              const Tensor z = put(ops, random({rows, width + 11}, rng, 3.0f), DType::F32);
+              const Tensor w = put(ops, random({width}, rng), DType::F32);
+              Tensor sums = ops.empty({rows, groups + 2});
+              ops.fill(sums, 0.0f);
+              Tensor mine = sums.slice_cols(1, groups);
+              ops.gated_sum_squares(y, z.slice_cols(5, width), groups, before, mine);
+              // Every other rank's part adds as much again, twice: groups 3x as wide.
+              ops.scale(sums, 3.0f);
+              Tensor out = ops.empty_activation({rows, width});
+              ops.gated_rms_norm(y, z.slice_cols(5, width), &w, groups, 1e-5f, before, out,
+                                 {&mine, 3 * width / groups});
+              return Outputs{get(ops, sums), get(ops, out)};
+            });
 
   // The gates: strided f32 factors (a full matrix or one per row, plain or through a
   // sigmoid) into f32 or the activation dtype, and in place.

@@ -124,7 +124,8 @@ void ssm_scan_chunked(const SsmScanArgs& a, int chunk_size, float* state, float*
 }
 
 void gated_rms_norm(float* y, const float* z, int64_t z_stride, int64_t rows, int width, int groups,
-                    const float* weight, float eps, bool norm_before_gate) {
+                    const float* weight, float eps, bool norm_before_gate, const float* sums,
+                    int64_t sums_stride, int64_t group_width) {
   const int group_size = width / groups;
 #pragma omp parallel for if (rows > 16)
   for (int64_t r = 0; r < rows; ++r) {
@@ -136,13 +137,34 @@ void gated_rms_norm(float* y, const float* z, int64_t z_stride, int64_t rows, in
     for (int g = 0; g < groups; ++g) {
       float* v = yr + static_cast<int64_t>(g) * group_size;
       double ss = 0.0;
-      for (int i = 0; i < group_size; ++i) ss += static_cast<double>(v[i]) * v[i];
-      const float inv = 1.0f / std::sqrt(static_cast<float>(ss / group_size) + eps);
+      if (sums) {
+        ss = sums[r * sums_stride + g];
+      } else {
+        for (int i = 0; i < group_size; ++i) ss += static_cast<double>(v[i]) * v[i];
+      }
+      const double n = sums ? static_cast<double>(group_width) : group_size;
+      const float inv = 1.0f / std::sqrt(static_cast<float>(ss / n) + eps);
       for (int i = 0; i < group_size; ++i) v[i] = v[i] * inv * weight[g * group_size + i];
     }
     if (norm_before_gate)
       for (int i = 0; i < width; ++i) yr[i] *= silu(zr[i]);
   }
+}
+
+void gated_sum_squares(const float* y, const float* z, int64_t z_stride, int64_t rows, int width,
+                       int groups, bool norm_before_gate, float* sums, int64_t sums_stride) {
+  const int group_size = width / groups;
+#pragma omp parallel for if (rows > 16)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int g = 0; g < groups; ++g) {
+      double ss = 0.0;
+      for (int i = g * group_size; i < (g + 1) * group_size; ++i) {
+        const float v =
+            norm_before_gate ? y[r * width + i] : y[r * width + i] * silu(z[r * z_stride + i]);
+        ss += static_cast<double>(v) * v;
+      }
+      sums[r * sums_stride + g] = static_cast<float>(ss);
+    }
 }
 
 }  // namespace strata::cpu

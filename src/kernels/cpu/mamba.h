@@ -39,7 +39,14 @@ void ssm_scan_chunked(const SsmScanArgs& a, int chunk_size, float* state, float*
 // Output gate and norm of the scan, per row of y [rows, width] with z [rows, width] (row stride
 // z_stride): norm_before_gate ? norm(y) * silu(z) : norm(y * silu(z)). The RMS norm runs over
 // `groups` equal groups of columns and multiplies by weight; weight == nullptr: gate only.
+// `sums` (row stride sums_stride), when not null: each group's sum of squares over every
+// tensor-parallel rank, a whole group being `group_width` wide (this rank's y is a part).
 void gated_rms_norm(float* y, const float* z, int64_t z_stride, int64_t rows, int width, int groups,
-                    const float* weight, float eps, bool norm_before_gate);
+                    const float* weight, float eps, bool norm_before_gate, const float* sums,
+                    int64_t sums_stride, int64_t group_width);
+// sums[r * sums_stride + g] = the sum of squares of group g of row r of what gated_rms_norm
+// normalizes (y, or y * silu(z) unless norm_before_gate).
+void gated_sum_squares(const float* y, const float* z, int64_t z_stride, int64_t rows, int width,
+                       int groups, bool norm_before_gate, float* sums, int64_t sums_stride);
 
 }  // namespace strata::cpu

@@ -132,7 +132,7 @@ TEST(MambaKernels, GatedNormNormalizesEachGroup) {
   const int width = 8, groups = 2;
   std::vector<float> y = {1, 2, 3, 4, 10, 20, 30, 40}, z(width, 50.0f),
                      w(width, 1.0f);  // silu(50) ~ 50
-  gated_rms_norm(y.data(), z.data(), width, 1, width, groups, w.data(), 0.0f, false);
+  gated_rms_norm(y.data(), z.data(), width, 1, width, groups, w.data(), 0.0f, false, nullptr, 0, 0);
   for (int g = 0; g < groups; ++g) {
     double ss = 0;
     for (int i = 0; i < 4; ++i) ss += y[g * 4 + i] * y[g * 4 + i];
@@ -140,9 +140,53 @@ TEST(MambaKernels, GatedNormNormalizesEachGroup) {
   }
   EXPECT_NEAR(y[1] / y[0], 2.0, 1e-5);
   std::vector<float> gate_only = {1, -2}, zz = {0, 1};
-  gated_rms_norm(gate_only.data(), zz.data(), 2, 1, 2, 1, nullptr, 0.0f, false);
+  gated_rms_norm(gate_only.data(), zz.data(), 2, 1, 2, 1, nullptr, 0.0f, false, nullptr, 0, 0);
   EXPECT_EQ(gate_only[0], 0.0f);  // silu(0) = 0
   EXPECT_NEAR(gate_only[1], -2.0f / (1.0f + std::exp(-1.0f)), 1e-6);
+}
+
+// One norm group split over two "ranks" (columns [0, 5) and [5, 12) of each row): each part's
+// sums of squares, added, normalize each part to exactly what the whole row's norm gives, gate
+// first or norm first.
+TEST(MambaKernels, GatedNormOverRanksEqualsTheWholeRow) {
+  const int rows = 3, width = 12, split = 5;
+  std::vector<float> y(rows * width), z(rows * width), w(width);
+  for (int i = 0; i < rows * width; ++i) {
+    y[i] = std::sin(0.7f * i) * 3.0f;
+    z[i] = std::cos(0.3f * i) * 2.0f;
+  }
+  for (int i = 0; i < width; ++i) w[i] = 0.5f + 0.1f * i;
+  for (bool before : {false, true}) {
+    std::vector<float> whole = y;
+    gated_rms_norm(whole.data(), z.data(), width, rows, width, 1, w.data(), 1e-5f, before, nullptr,
+                   0, 0);
+    std::vector<float> sums(rows, 0.0f);
+    for (auto [c0, c1] : {std::pair{0, split}, std::pair{split, width}}) {
+      std::vector<float> part_y, part_z, part_sums(rows);
+      for (int r = 0; r < rows; ++r)
+        for (int c = c0; c < c1; ++c) {
+          part_y.push_back(y[r * width + c]);
+          part_z.push_back(z[r * width + c]);
+        }
+      gated_sum_squares(part_y.data(), part_z.data(), c1 - c0, rows, c1 - c0, 1, before,
+                        part_sums.data(), 1);
+      for (int r = 0; r < rows; ++r) sums[r] += part_sums[r];
+    }
+    for (auto [c0, c1] : {std::pair{0, split}, std::pair{split, width}}) {
+      std::vector<float> part_y, part_z;
+      for (int r = 0; r < rows; ++r)
+        for (int c = c0; c < c1; ++c) {
+          part_y.push_back(y[r * width + c]);
+          part_z.push_back(z[r * width + c]);
+        }
+      gated_rms_norm(part_y.data(), part_z.data(), c1 - c0, rows, c1 - c0, 1, w.data() + c0, 1e-5f,
+                     before, sums.data(), 1, width);
+      for (int r = 0; r < rows; ++r)
+        for (int c = c0; c < c1; ++c)
+          EXPECT_NEAR(part_y[r * (c1 - c0) + c - c0], whole[r * width + c], 1e-5)
+              << "before " << before << " row " << r << " col " << c;
+    }
+  }
 }
 
 }  // namespace strata::cpu

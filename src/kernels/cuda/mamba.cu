@@ -223,6 +223,7 @@ __global__ void ssd_chunked_kernel(const float* xbc, int64_t xbc_stride, const f
 
 __global__ void gated_norm_kernel(const float* y, const float* z, int64_t z_stride, int width,
                                   int groups, const float* w, float eps, bool norm_before_gate,
+                                  const float* sums, int64_t sums_stride, int64_t group_width,
                                   void* out, DType out_dtype, int64_t out_stride) {
   const int64_t r = blockIdx.x;
   const float* yr = y + r * width;
@@ -233,7 +234,9 @@ __global__ void gated_norm_kernel(const float* y, const float* z, int64_t z_stri
   for (int g = 0; g < groups; ++g) {
     const int base = g * group_size;
     float inv = 1.0f;
-    if (w) {
+    if (w && sums) {
+      inv = 1.0f / sqrtf(sums[r * sums_stride + g] / static_cast<float>(group_width) + eps);
+    } else if (w) {
       float ss = 0.0f;
       for (int i = threadIdx.x; i < group_size; i += blockDim.x) {
         const float v = value(base + i);
@@ -252,6 +255,25 @@ __global__ void gated_norm_kernel(const float* y, const float* z, int64_t z_stri
       else
         static_cast<float*>(out)[r * out_stride + c] = v;
     }
+  }
+}
+
+// One block per row, the groups in turn.
+__global__ void gated_sum_squares_kernel(const float* y, const float* z, int64_t z_stride,
+                                         int width, int groups, bool norm_before_gate, float* sums,
+                                         int64_t sums_stride) {
+  const int64_t r = blockIdx.x;
+  const int group_size = width / groups;
+  for (int g = 0; g < groups; ++g) {
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < group_size; i += blockDim.x) {
+      const int c = g * group_size + i;
+      const float v =
+          norm_before_gate ? y[r * width + c] : y[r * width + c] * silu(z[r * z_stride + c]);
+      ss += v * v;
+    }
+    ss = block_sum(ss);
+    if (threadIdx.x == 0) sums[r * sums_stride + g] = ss;
   }
 }
 
@@ -331,11 +353,22 @@ void ssm_scan(const float* xbc, int64_t xbc_stride, const float* dt_raw, int64_t
 }
 
 void gated_rms_norm(const float* y, const float* z, int64_t z_stride, int64_t rows, int width,
-                    int groups, const float* weight, float eps, bool norm_before_gate, void* out,
+                    int groups, const float* weight, float eps, bool norm_before_gate,
+                    const float* sums, int64_t sums_stride, int64_t group_width, void* out,
                     DType out_dtype, int64_t out_stride, cudaStream_t stream) {
   if (rows == 0) return;
   gated_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      y, z, z_stride, width, groups, weight, eps, norm_before_gate, out, out_dtype, out_stride);
+      y, z, z_stride, width, groups, weight, eps, norm_before_gate, sums, sums_stride, group_width,
+      out, out_dtype, out_stride);
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void gated_sum_squares(const float* y, const float* z, int64_t z_stride, int64_t rows, int width,
+                       int groups, bool norm_before_gate, float* sums, int64_t sums_stride,
+                       cudaStream_t stream) {
+  if (rows == 0) return;
+  gated_sum_squares_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      y, z, z_stride, width, groups, norm_before_gate, sums, sums_stride);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 

@@ -36,9 +36,17 @@ void ssm_scan(const float* xbc, int64_t xbc_stride, const float* dt_raw, int64_t
 
 // out [rows, width] (f32 or bf16, row stride out_stride) = the gated grouped RMS norm of
 // y [rows, width] f32 by z (row stride z_stride); weight f32 [width] or null (gate only).
+// `sums` (row stride sums_stride), when not null: each group's sum of squares over every
+// tensor-parallel rank, a whole group `group_width` wide (y holds this rank's part).
 void gated_rms_norm(const float* y, const float* z, int64_t z_stride, int64_t rows, int width,
-                    int groups, const float* weight, float eps, bool norm_before_gate, void* out,
+                    int groups, const float* weight, float eps, bool norm_before_gate,
+                    const float* sums, int64_t sums_stride, int64_t group_width, void* out,
                     DType out_dtype, int64_t out_stride, cudaStream_t stream);
+// sums[r * sums_stride + g] = the sum of squares of group g of row r of what gated_rms_norm
+// normalizes.
+void gated_sum_squares(const float* y, const float* z, int64_t z_stride, int64_t rows, int width,
+                       int groups, bool norm_before_gate, float* sums, int64_t sums_stride,
+                       cudaStream_t stream);
 
 // x[r, c] *= scale[c] (x f32, row stride).
 void scale_columns(float* x, int64_t stride, int64_t rows, int64_t cols, const float* scale,

@@ -107,7 +107,9 @@ class CudaOps : public Ops {
                         const DeltaNetParams& p, const Tensor& seqs, bool decode, Tensor& states,
                         Tensor& y) override;
   void gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups, float eps,
-                      bool norm_before_gate, Tensor& out) override;
+                      bool norm_before_gate, Tensor& out, SpanningGroups spanning) override;
+  void gated_sum_squares(const Tensor& y, const Tensor& z, int groups, bool norm_before_gate,
+                         Tensor& sums) override;
   void argmax(const Tensor& logits, Tensor& ids) override;
   void sample(const Tensor& logits, const Tensor& rows, Tensor& ids) override;
   void edit_logits(Tensor& logits, const Tensor& edits) override;

@@ -112,7 +112,8 @@ void CudaOps::gated_delta_rule(const Tensor& qkv, const Tensor& b, const Tensor&
 }
 
 void CudaOps::gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* weight, int groups,
-                             float eps, bool norm_before_gate, Tensor& out) {
+                             float eps, bool norm_before_gate, Tensor& out,
+                             SpanningGroups spanning) {
   check_f32(y, device(), "gated_rms_norm input");
   check_f32(z, device(), "gated_rms_norm gate");
   const int width = static_cast<int>(y.cols());
@@ -124,9 +125,32 @@ void CudaOps::gated_rms_norm(const Tensor& y, const Tensor& z, const Tensor* wei
                "gated_rms_norm {} gate {} -> {} in {} groups", y.describe(), z.describe(),
                out.describe(), groups);
   if (weight) check_f32(*weight, device(), "gated_rms_norm weight");
+  const Tensor* sums = spanning.sums;
+  if (sums) {
+    check_f32(*sums, device(), "gated_rms_norm group sums");
+    STRATA_CHECK(
+        sums->rows() == y.rows() && sums->cols() == groups && spanning.width >= width / groups,
+        "gated_rms_norm group sums {} for {} rows of {} groups, group width {}", sums->describe(),
+        y.rows(), groups, spanning.width);
+  }
   cuda::gated_rms_norm(y.ptr<float>(), z.ptr<float>(), z.row_stride(), y.rows(), width, groups,
-                       weight ? weight->ptr<float>() : nullptr, eps, norm_before_gate, out.raw(),
-                       out.dtype(), out.row_stride(), stream_);
+                       weight ? weight->ptr<float>() : nullptr, eps, norm_before_gate,
+                       sums ? sums->ptr<float>() : nullptr, sums ? sums->row_stride() : 0,
+                       spanning.width, out.raw(), out.dtype(), out.row_stride(), stream_);
+}
+
+void CudaOps::gated_sum_squares(const Tensor& y, const Tensor& z, int groups, bool norm_before_gate,
+                                Tensor& sums) {
+  check_f32(y, device(), "gated_sum_squares input");
+  check_f32(z, device(), "gated_sum_squares gate");
+  check_f32(sums, device(), "gated_sum_squares output");
+  const int width = static_cast<int>(y.cols());
+  STRATA_CHECK(y.contiguous() && z.cols() == width && z.rows() == y.rows() && groups >= 1 &&
+                   width % groups == 0 && sums.rows() == y.rows() && sums.cols() == groups,
+               "gated_sum_squares {} gate {} -> {} in {} groups", y.describe(), z.describe(),
+               sums.describe(), groups);
+  cuda::gated_sum_squares(y.ptr<float>(), z.ptr<float>(), z.row_stride(), y.rows(), width, groups,
+                          norm_before_gate, sums.ptr<float>(), sums.row_stride(), stream_);
 }
 
 }  // namespace strata
