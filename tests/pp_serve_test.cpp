@@ -24,12 +24,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-json greedy(const std::vector<int>& ids, int n, bool stream = false) {
-  return {{"input_ids", ids},
-          {"stream", stream},
-          {"sampling_params", {{"max_new_tokens", n}, {"temperature", 0}, {"ignore_eos", true}}}};
-}
-
 std::string serve_args(const std::string& fixture, const std::string& pipeline, int page_size) {
   return "--model " + fixture_dir(fixture) + " " + pipeline +
          " --threads 1 --pp-timeout 60 --max-running-requests 8 --context-length 256" +
@@ -62,12 +56,13 @@ TEST_P(PipelineServing, ServedIdsEqualOneProcess) {
     // the middle one of 3 included.
     for (size_t i = 0; i < ref.input_ids.size(); ++i)
       answers.push_back(std::async(std::launch::async, [&, i] {
-        json request = greedy(ref.input_ids[i], 10);
+        json request = greedy_request(ref.input_ids[i], 10);
         if (i == 0) request["return_logprob"] = true;
         return post_to(port, "/generate", request.dump()).second;
       }));
     bool done = false;
-    const auto events = stream_from(port, "/generate", greedy(ref.input_ids[1], 10, true), &done);
+    const auto events =
+        stream_from(port, "/generate", greedy_request(ref.input_ids[1], 10, true), &done);
     for (size_t i = 0; i < answers.size(); ++i) {
       const json a = answers[i].get();
       ASSERT_TRUE(a.contains("output_ids")) << a.dump() << serve.log();
@@ -90,7 +85,7 @@ TEST_P(PipelineServing, ServedIdsEqualOneProcess) {
     std::vector<int> extended = ref.input_ids[longest];
     const std::vector<int>& drawn = ref.greedy_ids[longest];
     extended.insert(extended.end(), drawn.begin(), drawn.begin() + 3);
-    const json again = post_to(port, "/generate", greedy(extended, 7).dump()).second;
+    const json again = post_to(port, "/generate", greedy_request(extended, 7).dump()).second;
     EXPECT_EQ(again["output_ids"].get<std::vector<int>>(),
               std::vector<int>(drawn.begin() + 3, drawn.end()));
     const int prompt = static_cast<int>(ref.input_ids[longest].size());
@@ -170,7 +165,7 @@ TEST(PipelineServingText, StopStringsSamplingLogprobsAbortsAndRefusals) {
 
   // Logprobs come back from the drawing stage: the chosen token's and the top 3, as one
   // process computes them (the same batch of one request: within float rounding).
-  json logprobs = greedy({4, 5, 6, 7}, 6);
+  json logprobs = greedy_request({4, 5, 6, 7}, 6);
   logprobs["return_logprob"] = true;
   logprobs["top_logprobs_num"] = 3;
   const json one_lp = one.post("/generate", logprobs).second["meta_info"];
@@ -192,7 +187,7 @@ TEST(PipelineServingText, StopStringsSamplingLogprobsAbortsAndRefusals) {
   }
 
   // Prompt logprobs (logprob_start_len) come back from the last stage too.
-  json prompt_lp = greedy({4, 5, 6, 7, 8, 9}, 2);
+  json prompt_lp = greedy_request({4, 5, 6, 7, 8, 9}, 2);
   prompt_lp["return_logprob"] = true;
   prompt_lp["logprob_start_len"] = 0;
   const json one_in = one.post("/generate", prompt_lp).second["meta_info"];
@@ -209,24 +204,14 @@ TEST(PipelineServingText, StopStringsSamplingLogprobsAbortsAndRefusals) {
       EXPECT_NEAR(a[0].get<double>(), b[0].get<double>(), 1e-4) << "prompt token " << t;
   }
 
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/generate";
-  req.body = greedy({4, 5, 6}, 200, true).dump();
-  req.set_header("Content-Type", "application/json");
-  int chunks = 0;
-  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
-  httplib::Response res;
-  httplib::Error err;
-  client_of(port).send(req, res, err);
-  EXPECT_EQ(chunks, 3);
+  hang_up_after(port, greedy_request({4, 5, 6}, 200, true), 3);
   for (int i = 0; i < 400 && metric_of(port, "strata:num_aborted_requests_total") < 1; ++i)
     std::this_thread::sleep_for(25ms);
   EXPECT_EQ(metric_of(port, "strata:num_aborted_requests_total"), 1);
   EXPECT_LT(metric_of(port, "strata:generation_tokens_total"), 200);
   // After the abort every stage still steps alike: the same answer as one process.
-  EXPECT_EQ(post_to(port, "/generate", greedy({4, 5, 6}, 8).dump()).second["output_ids"],
-            one.post("/generate", greedy({4, 5, 6}, 8)).second["output_ids"]);
+  EXPECT_EQ(post_to(port, "/generate", greedy_request({4, 5, 6}, 8).dump()).second["output_ids"],
+            one.post("/generate", greedy_request({4, 5, 6}, 8)).second["output_ids"]);
   for (int i = 0; i < 400 && metric_of(port, "strata:num_running_reqs") > 0; ++i)
     std::this_thread::sleep_for(25ms);
   EXPECT_EQ(metric_of(port, "strata:num_running_reqs"), 0);
@@ -236,7 +221,7 @@ TEST(PipelineServingText, StopStringsSamplingLogprobsAbortsAndRefusals) {
     EXPECT_EQ(status, 400) << answer.dump();
     EXPECT_NE(answer.dump().find(words), std::string::npos) << answer.dump();
   };
-  json regex = greedy({4, 5}, 2);
+  json regex = greedy_request({4, 5}, 2);
   regex["sampling_params"]["regex"] = "[a-z]+";
   refused(regex, "--pp-size 2");
   EXPECT_EQ(serve.stop(), 0) << serve.log();
@@ -262,12 +247,13 @@ TEST(PipelineServingPressure, RetractionsChunksAndMixedStepsStayInLockstep) {
   std::vector<std::future<json>> answers;
   for (const auto& prompt : prompts)
     answers.push_back(std::async(std::launch::async, [&, prompt] {
-      return post_to(port, "/generate", greedy(prompt, 30).dump()).second;
+      return post_to(port, "/generate", greedy_request(prompt, 30).dump()).second;
     }));
   for (size_t i = 0; i < prompts.size(); ++i) {
     const json a = answers[i].get();
     ASSERT_EQ(a["output_ids"].size(), 30u) << a.dump() << serve.log();
-    EXPECT_EQ(a["output_ids"], one.post("/generate", greedy(prompts[i], 30)).second["output_ids"])
+    EXPECT_EQ(a["output_ids"],
+              one.post("/generate", greedy_request(prompts[i], 30)).second["output_ids"])
         << "prompt " << i;
   }
   EXPECT_GT(metric_of(port, "strata:num_retractions_total"), 0);
@@ -275,35 +261,6 @@ TEST(PipelineServingPressure, RetractionsChunksAndMixedStepsStayInLockstep) {
 }
 
 namespace {
-
-// 64 prompts over the reference ones, with 0-2 extra tokens each, so that many share a prefix
-// (prefix-cache hits when the cache is on).
-std::vector<std::vector<int>> many_prompts(const Reference& ref) {
-  std::vector<std::vector<int>> prompts;
-  for (int i = 0; i < 64; ++i) {
-    std::vector<int> p = ref.input_ids[i % ref.input_ids.size()];
-    for (int k = 0; k < i % 3; ++k) p.push_back((i * 37 + k * 11) % 500 + 1);
-    prompts.push_back(p);
-  }
-  return prompts;
-}
-
-// /get_server_info's pipeline section once every stage has reported an idle scheduler after
-// the passes stage 0 ran (a report is current when it counts as many).
-json idle_pipeline_info(int port) {
-  json pipeline;
-  for (int i = 0; i < 200; ++i) {
-    const auto res = client_of(port).Get("/get_server_info");
-    pipeline = res && res->status == 200 ? json::parse(res->body)["pipeline"] : json();
-    bool idle = pipeline.is_object();
-    for (const json& stage : pipeline.value("stages", json::array()))
-      idle = idle && stage["num_running_reqs"] == 0 &&
-             stage["forward_passes"] == pipeline["stages"][0]["forward_passes"];
-    if (idle) break;
-    std::this_thread::sleep_for(50ms);
-  }
-  return pipeline;
-}
 
 struct MicroBatchCase {
   std::string fixture, pipeline;
@@ -330,7 +287,7 @@ TEST(PipelineServingMicroBatches, ConcurrentStreamedCachedAndAbortedEqualOneProc
   for (const MicroBatchCase& c : cases) {
     SCOPED_TRACE(c.fixture + " " + c.pipeline + (c.cache ? " cache" : " no cache"));
     const Reference ref = load_reference(c.fixture);
-    const auto prompts = many_prompts(ref);
+    const auto prompts = shared_prefix_prompts(ref.input_ids);
     // One process, all 64 in one batch (the offline engine over the same scheduler).
     RunnerOptions one = default_options(1, 64);
     one.threads = 1;
@@ -343,15 +300,18 @@ TEST(PipelineServingMicroBatches, ConcurrentStreamedCachedAndAbortedEqualOneProc
     const int port = serve.port();
     ASSERT_GT(port, 0) << serve.log();
     for (size_t i = 0; i < 3; ++i)
-      EXPECT_EQ(post_to(port, "/generate", greedy(prompts[i], 6).dump()).second["output_ids"],
-                json(expected[i].output_ids))
+      EXPECT_EQ(
+          post_to(port, "/generate", greedy_request(prompts[i], 6).dump()).second["output_ids"],
+          json(expected[i].output_ids))
           << "sequential prompt " << i;
     std::vector<std::future<json>> answers;
     for (size_t i = 0; i < prompts.size(); ++i)
       answers.push_back(std::async(std::launch::async, [&, i] {
-        if (i % 2 == 0) return post_to(port, "/generate", greedy(prompts[i], 6).dump()).second;
+        if (i % 2 == 0)
+          return post_to(port, "/generate", greedy_request(prompts[i], 6).dump()).second;
         bool done = false;
-        const auto events = stream_from(port, "/generate", greedy(prompts[i], 6, true), &done);
+        const auto events =
+            stream_from(port, "/generate", greedy_request(prompts[i], 6, true), &done);
         return done && !events.empty() ? events.back() : json();
       }));
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -367,21 +327,12 @@ TEST(PipelineServingMicroBatches, ConcurrentStreamedCachedAndAbortedEqualOneProc
     }
 
     // A client that hangs up after 3 chunks of a long stream.
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/generate";
-    req.body = greedy(prompts[3], 200, true).dump();
-    req.set_header("Content-Type", "application/json");
-    int chunks = 0;
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
-    httplib::Response res;
-    httplib::Error err;
-    client_of(port).send(req, res, err);
+    hang_up_after(port, greedy_request(prompts[3], 200, true), 3);
     for (int i = 0; i < 400 && metric_of(port, "strata:num_aborted_requests_total") < 1; ++i)
       std::this_thread::sleep_for(25ms);
     EXPECT_EQ(metric_of(port, "strata:num_aborted_requests_total"), 1);
 
-    const json pipeline = idle_pipeline_info(port);
+    const json pipeline = idle_server_info(port)["pipeline"];
     EXPECT_EQ(pipeline["pp_size"], c.stages) << pipeline.dump();
     EXPECT_EQ(pipeline["micro_batches"], c.stages) << pipeline.dump();
     ASSERT_EQ(pipeline["stages"].size(), static_cast<size_t>(c.stages)) << pipeline.dump();
@@ -411,40 +362,25 @@ TEST(PipelineServingMicroBatches, ConcurrentStreamedCachedAndAbortedEqualOneProc
 TEST(PipelineServingFailures, AHungOrDeadStageEndsTheServer) {
   for (const std::string fault : {"hang:1", "exit:1"}) {
     SCOPED_TRACE(fault);
-    setenv("STRATA_PP_FAULT", fault.c_str(), 1);
-    // A name no other process has: its stages carry it in their command lines.
-    const std::string marker = "fault-" + std::to_string(getpid()) + "-" + fault.substr(0, 4);
-    ServeProcess serve("--served-model-name " + marker + " --model " + fixture_dir("llama") +
-                       " --pp-size 2 --threads 1 --pp-timeout 3 --context-length 256");
-    unsetenv("STRATA_PP_FAULT");
-    const int port = serve.port();
-    ASSERT_GT(port, 0) << serve.log();
+    const FaultedServer ended = serve_with_fault(
+        "--model " + fixture_dir("llama") + " --pp-size 2 --threads 1 --context-length 256", fault,
+        fault == "hang:1" ? 5 : 0);
+    EXPECT_NE(ended.status, 0) << ended.log;
+    EXPECT_NE(ended.status, -2) << "still running\n" << ended.log;
+    EXPECT_EQ(ended.processes_left, 0) << "stage processes left running";
     if (fault == "hang:1") {
-      // Idle for longer than --pp-timeout: the heartbeats keep the follower waiting.
-      std::this_thread::sleep_for(5s);
-      ASSERT_EQ(serve.wait_exit(0), -2) << serve.log();
-    }
-    const auto answer = post_to(port, "/generate", greedy({4, 5, 6}, 4).dump());
-    EXPECT_NE(answer.first, 200);
-    const int status = serve.wait_exit(60);
-    EXPECT_NE(status, 0) << serve.log();
-    EXPECT_NE(status, -2) << "still running\n" << serve.log();
-    EXPECT_EQ(processes_left_with(marker, 10), 0) << "stage processes left running";
-    const std::string log = serve.log();
-    if (fault == "hang:1") {
-      EXPECT_NE(log.find("error: pipeline stage 0/2 (layers [0, 2)): process 0 waited 3 s for "
-                         "process 1"),
+      EXPECT_NE(ended.log.find("error: pipeline stage 0/2 (layers [0, 2)): process 0 waited 3 s "
+                               "for process 1"),
                 std::string::npos)
-          << log;
+          << ended.log;
     }
     if (fault == "exit:1") {
-      EXPECT_NE(log.find("Process name: [["), std::string::npos) << log;
+      EXPECT_NE(ended.log.find("Process name: [["), std::string::npos) << ended.log;
     }
-    EXPECT_NE(
-        log.find("error: the 2 processes of the job (pipeline stages x tensor-parallel ranks) did "
-                 "not all finish"),
-        std::string::npos)
-        << log;
+    EXPECT_NE(ended.log.find("error: the 2 processes of the job (pipeline stages x "
+                             "tensor-parallel ranks) did not all finish"),
+              std::string::npos)
+        << ended.log;
   }
 }
 

@@ -211,6 +211,76 @@ int processes_left_with(const std::string& marker, int seconds) {
   return left;
 }
 
+json greedy_request(const std::vector<int>& ids, int n, bool stream) {
+  return {{"input_ids", ids},
+          {"stream", stream},
+          {"sampling_params", {{"max_new_tokens", n}, {"temperature", 0}, {"ignore_eos", true}}}};
+}
+
+std::vector<std::vector<int>> shared_prefix_prompts(const std::vector<std::vector<int>>& ref) {
+  std::vector<std::vector<int>> prompts;
+  for (int i = 0; i < 64; ++i) {
+    std::vector<int> p = ref[i % ref.size()];
+    for (int k = 0; k < i % 3; ++k) p.push_back((i * 37 + k * 11) % 500 + 1);
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+void hang_up_after(int port, const json& body, int chunks) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/generate";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  int seen = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++seen < chunks; };
+  httplib::Response res;
+  httplib::Error err;
+  client_of(port).send(req, res, err);
+}
+
+json idle_server_info(int port) {
+  json info;
+  for (int i = 0; i < 200; ++i) {
+    const auto res = client_of(port).Get("/get_server_info");
+    info = res && res->status == 200 ? json::parse(res->body) : json();
+    bool idle = info.is_object() && info.contains("pipeline");
+    const json stages = idle ? info["pipeline"].value("stages", json::array()) : json::array();
+    for (const json& stage : stages)
+      idle = idle && stage["num_running_reqs"] == 0 &&
+             stage["forward_passes"] == stages[0]["forward_passes"];
+    if (idle) break;
+    usleep(50 * 1000);
+  }
+  return info;
+}
+
+FaultedServer serve_with_fault(const std::string& args, const std::string& fault,
+                               int idle_seconds) {
+  setenv("STRATA_PP_FAULT", fault.c_str(), 1);
+  // A name no other process has: the job's processes carry it in their command lines.
+  const std::string marker = "fault-" + std::to_string(getpid()) + "-" + fault.substr(0, 4);
+  ServeProcess serve("--served-model-name " + marker + " " + args + " --pp-timeout 3");
+  unsetenv("STRATA_PP_FAULT");
+  FaultedServer result;
+  const int port = serve.port();
+  EXPECT_GT(port, 0) << serve.log();
+  if (port > 0) {
+    if (idle_seconds > 0) {
+      // Idle for longer than --pp-timeout: heartbeats keep the followers waiting.
+      sleep(static_cast<unsigned>(idle_seconds));
+      EXPECT_EQ(serve.wait_exit(0), -2) << "ended while idle\n" << serve.log();
+    }
+    const auto answer = post_to(port, "/generate", greedy_request({4, 5, 6}, 4).dump());
+    EXPECT_NE(answer.first, 200) << answer.second.dump();
+  }
+  result.status = serve.wait_exit(60);
+  result.processes_left = processes_left_with(marker, 10);
+  result.log = serve.log();
+  return result;
+}
+
 std::string ServeProcess::log() const {
   std::ifstream f(log_path_);
   std::stringstream s;

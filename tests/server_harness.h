@@ -44,6 +44,28 @@ double metric_of(int port, const std::string& name);
 // `seconds` for the count to reach 0: what a server's stages left running after it ended.
 int processes_left_with(const std::string& marker, int seconds);
 
+// The distributed servers' tests (pp_serve_test.cpp, tp_serve_test.cpp):
+// A greedy /generate request for `n` tokens past EOS.
+json greedy_request(const std::vector<int>& ids, int n, bool stream = false);
+// 64 prompts over the reference ones, with 0-2 extra tokens each, so that many share a prefix
+// (prefix-cache hits when the cache is on).
+std::vector<std::vector<int>> shared_prefix_prompts(const std::vector<std::vector<int>>& ref);
+// Streams `body` and hangs up after `chunks` chunks (the server then aborts the request).
+void hang_up_after(int port, const json& body, int chunks);
+// /get_server_info once every stage has reported an idle scheduler after the passes stage 0
+// ran (a stage's report is current when it counts as many).
+json idle_server_info(int port);
+// `strata serve ARGS` (--pp-timeout 3) with STRATA_PP_FAULT=`fault`, one request sent: how it
+// ended (exit status, -2 still running after 60 s), its log, and how many of its processes
+// were left running.
+struct FaultedServer {
+  int status = 0;
+  int processes_left = 0;
+  std::string log;
+};
+FaultedServer serve_with_fault(const std::string& args, const std::string& fault,
+                               int idle_seconds = 0);
+
 class Harness {
  public:
   // `tokenizer`: a directory with tokenizer.json, loaded as `strata serve --tokenizer-path`

@@ -22,23 +22,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-json greedy_request(const std::vector<int>& ids, int n, bool stream = false) {
-  return {{"input_ids", ids},
-          {"stream", stream},
-          {"sampling_params", {{"max_new_tokens", n}, {"temperature", 0}, {"ignore_eos", true}}}};
-}
-
-// 64 prompts over the reference ones, with 0-2 extra tokens each: many share a prefix.
-std::vector<std::vector<int>> many_prompts(const Reference& ref) {
-  std::vector<std::vector<int>> prompts;
-  for (int i = 0; i < 64; ++i) {
-    std::vector<int> p = ref.input_ids[i % ref.input_ids.size()];
-    for (int k = 0; k < i % 3; ++k) p.push_back((i * 37 + k * 11) % 500 + 1);
-    prompts.push_back(p);
-  }
-  return prompts;
-}
-
 struct ServeCase {
   std::string fixture, grid;
   int stages;
@@ -59,7 +42,7 @@ TEST(TensorParallelServing, ConcurrentStreamedCachedAndAbortedEqualOneProcess) {
   for (const ServeCase& c : cases) {
     SCOPED_TRACE(c.fixture + " " + c.grid + (c.cache ? " cache" : " no cache"));
     const Reference ref = load_reference(c.fixture);
-    const auto prompts = many_prompts(ref);
+    const auto prompts = shared_prefix_prompts(ref.input_ids);
     RunnerOptions one = default_options(1, 64);
     one.threads = 1;
     ModelRunner runner(ModelConfig::load(fixture_dir(c.fixture)), one);
@@ -107,16 +90,7 @@ TEST(TensorParallelServing, ConcurrentStreamedCachedAndAbortedEqualOneProcess) {
     EXPECT_EQ(post_to(port, "/generate", sampled.dump()).second["output_ids"], once["output_ids"]);
 
     // A client that hangs up after 3 chunks of a long stream.
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/generate";
-    req.body = greedy_request(prompts[3], 200, true).dump();
-    req.set_header("Content-Type", "application/json");
-    int chunks = 0;
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
-    httplib::Response res;
-    httplib::Error err;
-    client_of(port).send(req, res, err);
+    hang_up_after(port, greedy_request(prompts[3], 200, true), 3);
     for (int i = 0; i < 400 && metric_of(port, "strata:num_aborted_requests_total") < 1; ++i)
       std::this_thread::sleep_for(25ms);
     EXPECT_EQ(metric_of(port, "strata:num_aborted_requests_total"), 1);
@@ -125,17 +99,7 @@ TEST(TensorParallelServing, ConcurrentStreamedCachedAndAbortedEqualOneProcess) {
               json(expected[5].output_ids));
 
     // Every stage (its tensor-parallel rank 0 reports it) holds what stage 0 holds once idle.
-    json info;
-    for (int i = 0; i < 200; ++i) {
-      const auto r = client_of(port).Get("/get_server_info");
-      info = r && r->status == 200 ? json::parse(r->body) : json();
-      bool idle = info.is_object();
-      for (const json& stage : info.is_object() ? info["pipeline"]["stages"] : json::array())
-        idle = idle && stage["num_running_reqs"] == 0 &&
-               stage["forward_passes"] == info["pipeline"]["stages"][0]["forward_passes"];
-      if (idle) break;
-      std::this_thread::sleep_for(50ms);
-    }
+    const json info = idle_server_info(port);
     ASSERT_TRUE(info.is_object());
     EXPECT_EQ(info["tp_size"], 2) << info.dump();
     EXPECT_EQ(info["pipeline"]["pp_size"], c.stages) << info.dump();
@@ -162,28 +126,19 @@ TEST(TensorParallelServing, ConcurrentStreamedCachedAndAbortedEqualOneProcess) {
 TEST(TensorParallelServingFailures, ADeadOrHungRankEndsTheServer) {
   for (const std::string fault : {"exit:1", "hang:1"}) {
     SCOPED_TRACE(fault);
-    setenv("STRATA_PP_FAULT", fault.c_str(), 1);
-    // A name no other process has: its stages carry it in their command lines.
-    const std::string marker = "fault-" + std::to_string(getpid()) + "-" + fault.substr(0, 4);
-    ServeProcess serve("--served-model-name " + marker + " --model " + fixture_dir("llama") +
-                       " --tp-size 2 --threads 1 --pp-timeout 3 --context-length 256");
-    unsetenv("STRATA_PP_FAULT");
-    const int port = serve.port();
-    ASSERT_GT(port, 0) << serve.log();
-    const auto answer = post_to(port, "/generate", greedy_request({4, 5, 6}, 4).dump());
-    EXPECT_NE(answer.first, 200) << answer.second.dump();
-    const int status = serve.wait_exit(60);
-    EXPECT_NE(status, 0) << serve.log();
-    EXPECT_NE(status, -2) << "still running\n" << serve.log();
-    EXPECT_EQ(processes_left_with(marker, 10), 0) << "stage processes left running";
-    const std::string log = serve.log();
+    const FaultedServer ended = serve_with_fault(
+        "--model " + fixture_dir("llama") + " --tp-size 2 --threads 1 --context-length 256", fault);
+    EXPECT_NE(ended.status, 0) << ended.log;
+    EXPECT_NE(ended.status, -2) << "still running\n" << ended.log;
+    EXPECT_EQ(ended.processes_left, 0) << "rank processes left running";
     if (fault == "hang:1") {
-      EXPECT_NE(log.find("error: pipeline stage 0/1, tensor-parallel rank 0/2 (layers [0, 4)): "),
-                std::string::npos)
-          << log;
-      EXPECT_NE(log.find("a tensor-parallel all-reduce"), std::string::npos) << log;
+      EXPECT_NE(
+          ended.log.find("error: pipeline stage 0/1, tensor-parallel rank 0/2 (layers [0, 4)): "),
+          std::string::npos)
+          << ended.log;
+      EXPECT_NE(ended.log.find("a tensor-parallel all-reduce"), std::string::npos) << ended.log;
     }
-    EXPECT_NE(log.find("error: the 2 processes of the job"), std::string::npos) << log;
+    EXPECT_NE(ended.log.find("error: the 2 processes of the job"), std::string::npos) << ended.log;
   }
 }
 
