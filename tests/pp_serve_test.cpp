@@ -288,37 +288,11 @@ TEST(PipelineServingMicroBatches, ConcurrentStreamedCachedAndAbortedEqualOneProc
     SCOPED_TRACE(c.fixture + " " + c.pipeline + (c.cache ? " cache" : " no cache"));
     const Reference ref = load_reference(c.fixture);
     const auto prompts = shared_prefix_prompts(ref.input_ids);
-    // One process, all 64 in one batch (the offline engine over the same scheduler).
-    RunnerOptions one = default_options(1, 64);
-    one.threads = 1;
-    ModelRunner runner(ModelConfig::load(fixture_dir(c.fixture)), one);
-    const std::vector<GenerateOutput> expected = greedy(runner, prompts, 6);
-    ServeProcess serve("--model " + fixture_dir(c.fixture) + " " + c.pipeline +
-                       " --threads 1 --pp-timeout 60 --max-running-requests 64"
-                       " --context-length 256" +
-                       (c.cache ? "" : " --disable-radix-cache"));
+    const std::vector<std::vector<int>> expected = one_process_ids(c.fixture, prompts);
+    ServeProcess serve(grid_serve_args(c.fixture, c.pipeline, c.cache));
     const int port = serve.port();
     ASSERT_GT(port, 0) << serve.log();
-    for (size_t i = 0; i < 3; ++i)
-      EXPECT_EQ(
-          post_to(port, "/generate", greedy_request(prompts[i], 6).dump()).second["output_ids"],
-          json(expected[i].output_ids))
-          << "sequential prompt " << i;
-    std::vector<std::future<json>> answers;
-    for (size_t i = 0; i < prompts.size(); ++i)
-      answers.push_back(std::async(std::launch::async, [&, i] {
-        if (i % 2 == 0)
-          return post_to(port, "/generate", greedy_request(prompts[i], 6).dump()).second;
-        bool done = false;
-        const auto events =
-            stream_from(port, "/generate", greedy_request(prompts[i], 6, true), &done);
-        return done && !events.empty() ? events.back() : json();
-      }));
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const json a = answers[i].get();
-      ASSERT_TRUE(a.contains("output_ids")) << "prompt " << i << ": " << a.dump() << serve.log();
-      EXPECT_EQ(a["output_ids"], json(expected[i].output_ids)) << "prompt " << i;
-    }
+    expect_served_ids(port, prompts, expected, serve.log());
     const double cached = metric_of(port, "strata:cached_tokens_total");
     if (c.cache) {
       EXPECT_GT(cached, 0);

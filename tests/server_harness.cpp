@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <sstream>
 
@@ -225,6 +226,47 @@ std::vector<std::vector<int>> shared_prefix_prompts(const std::vector<std::vecto
     prompts.push_back(p);
   }
   return prompts;
+}
+
+std::vector<std::vector<int>> one_process_ids(const std::string& fixture,
+                                              const std::vector<std::vector<int>>& prompts) {
+  RunnerOptions one = default_options(1, 64);
+  one.threads = 1;
+  ModelRunner runner(ModelConfig::load(fixture_dir(fixture)), one);
+  std::vector<std::vector<int>> ids;
+  for (const GenerateOutput& o : greedy(runner, prompts, 6)) ids.push_back(o.output_ids);
+  return ids;
+}
+
+std::string grid_serve_args(const std::string& fixture, const std::string& grid, bool cache) {
+  return "--model " + fixture_dir(fixture) + " " + grid +
+         " --threads 1 --pp-timeout 60 --max-running-requests 64 --context-length 256" +
+         (cache ? "" : " --disable-radix-cache");
+}
+
+void expect_served_ids(int port, const std::vector<std::vector<int>>& prompts,
+                       const std::vector<std::vector<int>>& expected, const std::string& log) {
+  for (size_t i = 0; i < 3 && i < prompts.size(); ++i)
+    EXPECT_EQ(post_to(port, "/generate", greedy_request(prompts[i], 6).dump()).second["output_ids"],
+              json(expected[i]))
+        << "sequential prompt " << i;
+  std::vector<std::future<json>> answers;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    answers.push_back(std::async(std::launch::async, [&, i] {
+      if (i % 2 == 0)
+        return post_to(port, "/generate", greedy_request(prompts[i], 6).dump()).second;
+      bool done = false;
+      const auto events =
+          stream_from(port, "/generate", greedy_request(prompts[i], 6, true), &done);
+      return done && !events.empty() ? events.back() : json();
+    }));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const json a = answers[i].get();
+    EXPECT_TRUE(a.contains("output_ids")) << "prompt " << i << ": " << a.dump() << log;
+    if (a.contains("output_ids")) {
+      EXPECT_EQ(a["output_ids"], json(expected[i])) << "prompt " << i;
+    }
+  }
 }
 
 void hang_up_after(int port, const json& body, int chunks) {

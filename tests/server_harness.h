@@ -50,6 +50,16 @@ json greedy_request(const std::vector<int>& ids, int n, bool stream = false);
 // 64 prompts over the reference ones, with 0-2 extra tokens each, so that many share a prefix
 // (prefix-cache hits when the cache is on).
 std::vector<std::vector<int>> shared_prefix_prompts(const std::vector<std::vector<int>>& ref);
+// What one process draws for `prompts` (6 greedy tokens each, all in one batch: the offline
+// engine over the same scheduler), and the flags of a server of `fixture` over the process
+// grid `grid` (--pp-size / --tp-size) for them: one thread per process, 64 running requests.
+std::vector<std::vector<int>> one_process_ids(const std::string& fixture,
+                                              const std::vector<std::vector<int>>& prompts);
+std::string grid_serve_args(const std::string& fixture, const std::string& grid, bool cache);
+// The server at `port` answers `prompts` greedily (6 tokens each) with `expected`: the first 3
+// one at a time, then all at once, every other one streamed. `log`: shown on a failure.
+void expect_served_ids(int port, const std::vector<std::vector<int>>& prompts,
+                       const std::vector<std::vector<int>>& expected, const std::string& log);
 // Streams `body` and hangs up after `chunks` chunks (the server then aborts the request).
 void hang_up_after(int port, const json& body, int chunks);
 // /get_server_info once every stage has reported an idle scheduler after the passes stage 0
