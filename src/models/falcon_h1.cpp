@@ -48,12 +48,20 @@ class FalconH1MLP {
  public:
   FalconH1MLP(const ModelConfig& c, ParamLoader& w, const std::string& p,
               const FalconMultipliers& m)
-      : intermediate_(c.intermediate_size), gate_mult_(m.mlp_gate), down_mult_(m.mlp_down) {
+      : gate_mult_(m.mlp_gate), down_mult_(m.mlp_down) {
     if (c.hidden_act != "silu")
       fail("config.json: Falcon-H1 hidden_act '{}' is not supported (silu)", c.hidden_act);
-    gate_up_ = Linear::load_stacked(w, {p + ".gate_proj", p + ".up_proj"}, c.hidden_size,
-                                    {intermediate_, intermediate_}, c.mlp_bias);
-    down_ = Linear::load(w, p + ".down_proj", intermediate_, c.hidden_size, c.mlp_bias);
+    // Tensor parallelism: this rank's intermediate columns of gate and up; down_proj sums them.
+    // The multipliers are scalars: the gate's scales each rank's columns, the down's the sum.
+    const Communicator& group = w.tensor_parallel();
+    const Shard columns{group.rank(), group.size()};
+    const int64_t I = c.intermediate_size;
+    STRATA_CHECK(I % group.size() == 0, "{}: intermediate size {} over {} ranks", p, I,
+                 group.size());
+    intermediate_ = columns.size(I);
+    gate_up_ = Linear::load_column_parallel(w, {p + ".gate_proj", p + ".up_proj"}, c.hidden_size,
+                                            {I, I}, {columns, columns}, c.mlp_bias);
+    down_ = Linear::load_row_parallel(w, p + ".down_proj", I, c.hidden_size, c.mlp_bias);
   }
   // residual += down_mult * down(silu(gate_mult * gate x) * up x)
   void forward(Ops& ops, const Tensor& x, Tensor& residual) const {
