@@ -49,7 +49,7 @@ Mamba2Options mamba2_options_from_config(const ModelConfig& c, const Mamba2Confi
 // are fewer groups than ranks), their conv channels and norm columns, and its state; out_proj
 // sums the heads' parts. A gated norm over groups wider than a rank's heads (one group over the
 // whole width: Bamba) takes the RMS of every rank's columns: each rank's sums of squares are
-// all-reduced before it normalizes its part (norm_spans_ranks_).
+// all-reduced before it normalizes its part (norm_ranks_).
 Mamba2Mixer::Mamba2Mixer(ParamLoader& w, const std::string& prefix, const Mamba2Options& opt)
     : opt_(opt) {
   const int64_t I = opt.intermediate(), conv_dim = opt.conv_dim(), H = opt.num_heads;
@@ -72,11 +72,10 @@ Mamba2Mixer::Mamba2Mixer(ParamLoader& w, const std::string& prefix, const Mamba2
   if (split && opt.gated_norm && opt.norm_groups % tp == 0) {
     opt_.norm_groups = opt.norm_groups / tp;
   } else if (split && opt.gated_norm) {  // tp / norm_groups ranks share each group
-    norm_spans_ranks_ = true;
     opt_.norm_groups = 1;
     norm_groups_total_ = opt.norm_groups;
     norm_group_ = group.rank() / (tp / opt.norm_groups);
-    tp_size_ = tp;
+    norm_group_width_ = I / opt.norm_groups;
     norm_ranks_ = &group;
   }
   // This rank's rows of z | x | B | C | dt, and of the conv channels x | B | C.
@@ -189,7 +188,7 @@ Tensor Mamba2Mixer::forward(const Tensor& x, const ForwardBatch& batch, ForwardC
   ops.ssm_scan(xbc, dt, ssm_, ctx.state_seqs, batch.mode == ForwardMode::Decode,
                pool.ssm(opt_.layer_id), y);
   Tensor normed = ops.empty_activation({T, I});
-  if (!norm_spans_ranks_) {
+  if (!norm_ranks_) {
     ops.gated_rms_norm(y, z, opt_.gated_norm ? &norm_weight_ : nullptr, opt_.norm_groups,
                        opt_.norm_eps, opt_.norm_before_gate, normed, {});
     return out_proj_.forward(ops, normed);
@@ -202,7 +201,7 @@ Tensor Mamba2Mixer::forward(const Tensor& x, const ForwardBatch& batch, ForwardC
   ops.gated_sum_squares(y, z, 1, opt_.norm_before_gate, mine);
   norm_ranks_->all_reduce_sum(sums);
   ops.gated_rms_norm(y, z, &norm_weight_, 1, opt_.norm_eps, opt_.norm_before_gate, normed,
-                     {&mine, opt_.intermediate() * tp_size_ / norm_groups_total_});
+                     {&mine, norm_group_width_});
   return out_proj_.forward(ops, normed);
 }
 

@@ -72,9 +72,10 @@ class Mamba2Mixer {
   // Tensor parallelism with norm groups wider than a rank's heads (Bamba's one group over the
   // whole width): this rank's columns are a part of group norm_group_ of norm_groups_total_,
   // whose RMS comes from every rank's sums of squares (an all-reduce over norm_ranks_).
-  bool norm_spans_ranks_ = false;
-  int norm_group_ = 0, norm_groups_total_ = 1, tp_size_ = 1;
+  // Null when every norm group is within this rank's columns.
   Communicator* norm_ranks_ = nullptr;
+  int norm_group_ = 0, norm_groups_total_ = 1;
+  int64_t norm_group_width_ = 0;  // a whole group's columns, over every rank
 };
 
 }  // namespace strata
