@@ -17,15 +17,18 @@ void linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, con
 // weights. Decode shapes (up to 8 rows) stream the weight once for all rows with AVX-512 or
 // AVX2 where the CPU has them (a portable loop elsewhere); larger ones widen panels of weight
 // rows to f32 and hand them to OpenBLAS.
-// `simd` caps the instruction set the decode kernel uses (tests run every level the CPU has).
-enum class Simd { Best, Avx512, Avx2, Portable };
+// `simd` caps the instruction set the kernels use (tests run every level; one this CPU lacks
+// falls back to the next below it). Amx is for int8 prefill shapes (AMX-INT8 tiles); as a cap
+// for anything else it means Avx512.
+enum class Simd { Best, Amx, Avx512, Avx2, Portable };
 void linear_bf16(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n,
                  const float* bias, float* y, Simd simd = Simd::Best);
 
 // The same with int8 weights (DType::Q8, packed as kernels/cpu/int8_weights.h describes):
 // rows [row0, row0 + n) of the packed matrix of k columns in `w`. x is quantized to int8 per
 // row and block of 64 on the fly; the products are int32 per block, scaled and summed in f32
-// (AVX-512 VNNI, AVX2 or portable kernels, all computing the same integers).
+// (AMX-INT8 for more than 8 rows, AVX-512 VNNI, AVX2 or portable kernels, all computing the
+// same integers).
 void linear_int8(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t row0, int64_t n,
                  const float* bias, float* y, Simd simd = Simd::Best);
 

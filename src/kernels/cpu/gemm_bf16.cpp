@@ -23,43 +23,114 @@ bool has_avx512() {
   return has;
 }
 
-// y[r, j] += x[r, :] . w[j, :] for R rows, 16 weights a step; weight rows over the threads.
+// y[r, j] += x[r, :] . w[j, :] for R rows against J weight rows j0.., 16 weights a step, one
+// accumulator per output as in skinny::rows_avx2 (the same order for every R and J: a row's
+// result does not depend on its batch; J > 1 gives narrow batches independent FMA chains).
 // (GCC 12 warns inside its own AVX-512 intrinsics, whose masked forms start from undefined
 // registers: a known false positive, silenced for this kernel only.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+template <int R, int J>
+__attribute__((target("avx512f"))) inline void rows_avx512(const float* x, int64_t k,
+                                                           const uint16_t* w, int64_t j0, int64_t n,
+                                                           float* y) {
+  __m512 acc[J][R];
+  for (int jj = 0; jj < J; ++jj)
+    for (int r = 0; r < R; ++r) acc[jj][r] = _mm512_setzero_ps();
+  const uint16_t* wj = w + j0 * k;
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16)
+    for (int jj = 0; jj < J; ++jj) {
+      const __m512i wide = _mm512_cvtepu16_epi32(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj + jj * k + i)));
+      const __m512 wv = _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+      for (int r = 0; r < R; ++r)
+        acc[jj][r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + r * k + i), acc[jj][r]);
+    }
+  for (int jj = 0; jj < J; ++jj)
+    for (int r = 0; r < R; ++r) {
+      float v = _mm512_reduce_add_ps(acc[jj][r]);
+      for (int64_t t = i; t < k; ++t) v += bf16_to_f32(wj[jj * k + t]) * x[r * k + t];
+      y[r * n + j0 + jj] += v;
+    }
+}
+
 template <int R>
 __attribute__((target("avx512f"))) void skinny_avx512(const float* x, int64_t k, const uint16_t* w,
                                                       int64_t n, float* y) {
+  constexpr int J = R <= 2 ? 4 : R <= 4 ? 2 : 1;  // J * R <= 8 chains
+  const int64_t blocks = n / J;
 #pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < n; ++j) {
-    const uint16_t* wj = w + j * k;
-    __m512 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= k; i += 16) {
-      const __m512i wide =
-          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj + i)));
-      const __m512 wv = _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-      for (int r = 0; r < R; ++r)
-        acc[r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + r * k + i), acc[r]);
-    }
-    for (int r = 0; r < R; ++r) {
-      float v = _mm512_reduce_add_ps(acc[r]);
-      for (int64_t t = i; t < k; ++t) v += bf16_to_f32(wj[t]) * x[r * k + t];
-      y[r * n + j] += v;
-    }
-  }
+  for (int64_t b = 0; b < blocks; ++b) rows_avx512<R, J>(x, k, w, b * J, n, y);
+  for (int64_t j = blocks * J; j < n; ++j) rows_avx512<R, 1>(x, k, w, j, n, y);
 }
 
 #pragma GCC diagnostic pop
 
+// AVX2: 16 bf16 weights are one 256-bit load, each 32-bit lane two weights, the even one in its
+// low half and the odd one in its high half. A shift makes the even ones f32 and a mask the odd
+// ones: two plain integer operations per 16 weights, where widening 8 at a time took a shuffle
+// and a shift per 8 (the shuffle port held one Zen core to ~10 GB/s of weights). `xs` is x with
+// each whole chunk of 16 columns reordered to match, even columns first; the tail past the last
+// whole chunk is read from x. One accumulator per output, as everywhere (batch-invariant).
+template <int R, int J>
+__attribute__((target("avx2,fma"))) inline void rows_avx2(const float* xs, const float* x,
+                                                          int64_t k, const uint16_t* w, int64_t j0,
+                                                          int64_t n, float* y) {
+  const __m256i high_halves = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m256 acc[J][R];
+  for (int jj = 0; jj < J; ++jj)
+    for (int r = 0; r < R; ++r) acc[jj][r] = _mm256_setzero_ps();
+  const uint16_t* wj = w + j0 * k;
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16)
+    for (int jj = 0; jj < J; ++jj) {
+      const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj + jj * k + i));
+      const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16));
+      const __m256 odd = _mm256_castsi256_ps(_mm256_and_si256(pairs, high_halves));
+      for (int r = 0; r < R; ++r) {
+        acc[jj][r] = _mm256_fmadd_ps(even, _mm256_loadu_ps(xs + r * k + i), acc[jj][r]);
+        acc[jj][r] = _mm256_fmadd_ps(odd, _mm256_loadu_ps(xs + r * k + i + 8), acc[jj][r]);
+      }
+    }
+  for (int jj = 0; jj < J; ++jj)
+    for (int r = 0; r < R; ++r) {
+      __m128 s =
+          _mm_add_ps(_mm256_castps256_ps128(acc[jj][r]), _mm256_extractf128_ps(acc[jj][r], 1));
+      s = _mm_hadd_ps(s, s);
+      s = _mm_hadd_ps(s, s);
+      float v = _mm_cvtss_f32(s);
+      for (int64_t t = i; t < k; ++t) v += bf16_to_f32(wj[jj * k + t]) * x[r * k + t];
+      y[r * n + j0 + jj] += v;
+    }
+}
+
+template <int R>
+void skinny_avx2(const float* x, int64_t k, const uint16_t* w, int64_t n, float* y) {
+  // Reordered once per call on the calling thread (R * k floats: a few KiB).
+  thread_local std::vector<float> split;
+  split.assign(x, x + R * k);
+  for (int r = 0; r < R; ++r)
+    for (int64_t i = 0; i + 16 <= k; i += 16)
+      for (int t = 0; t < 8; ++t) {
+        split[r * k + i + t] = x[r * k + i + 2 * t];
+        split[r * k + i + 8 + t] = x[r * k + i + 2 * t + 1];
+      }
+  const float* xs = split.data();
+  constexpr int J = R == 1 ? 4 : R == 2 ? 2 : 1;  // J * R <= 8 of the 16 registers
+  const int64_t blocks = n / J;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) rows_avx2<R, J>(xs, x, k, w, b * J, n, y);
+  for (int64_t j = blocks * J; j < n; ++j) rows_avx2<R, 1>(xs, x, k, w, j, n, y);
+}
+
 void decode_rows(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y,
                  Simd simd) {
   skinny::with_rows(m, [&]<int R>() {
-    if ((simd == Simd::Best || simd == Simd::Avx512) && has_avx512())
+    if ((simd == Simd::Best || simd == Simd::Amx || simd == Simd::Avx512) && has_avx512())
       return skinny_avx512<R>(x, k, w, n, y);
-    if (simd != Simd::Portable && skinny::has_avx2_fma()) return skinny::avx2<R>(x, k, w, n, y);
+    if (simd != Simd::Portable && skinny::has_avx2_fma()) return skinny_avx2<R>(x, k, w, n, y);
     skinny::portable(x, R, k, w, n, y);
   });
 }

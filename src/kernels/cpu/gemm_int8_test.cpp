@@ -55,7 +55,7 @@ TEST(CpuLinearInt8, EveryLevelComputesThePortableProduct) {
   struct Shape {
     int64_t k, n, row0;
   };
-  for (int64_t m : {1, 2, 3, 7, 8, 9, 17, 33})
+  for (int64_t m : {1, 2, 3, 7, 8, 9, 17, 33, 150})
     for (Shape s : {Shape{1, 1, 0}, Shape{63, 17, 0}, Shape{64, 16, 16}, Shape{65, 3, 5},
                     Shape{200, 33, 7}, Shape{300, 67, 0}}) {
       const int64_t total = s.row0 + s.n + 3;  // rows of the packed matrix
@@ -78,7 +78,7 @@ TEST(CpuLinearInt8, EveryLevelComputesThePortableProduct) {
           ASSERT_NEAR(want[i * s.n + j], ref, tol)
               << "m " << m << " k " << s.k << " n " << s.n << " row0 " << s.row0;
         }
-      for (Simd simd : {Simd::Best, Simd::Avx512, Simd::Avx2}) {
+      for (Simd simd : {Simd::Best, Simd::Amx, Simd::Avx512, Simd::Avx2}) {
         std::vector<float> got(m * s.n, -7.0f);
         linear_int8(x.data(), m, s.k, packed.data(), s.row0, s.n, bias.data(), got.data(), simd);
         for (int64_t i = 0; i < m * s.n; ++i)
@@ -87,6 +87,41 @@ TEST(CpuLinearInt8, EveryLevelComputesThePortableProduct) {
               << " row0 " << s.row0 << " element " << i;
       }
     }
+}
+
+// The AMX-INT8 prefill kernel computes the same integers as VNNI's and scales and sums them
+// with the same operations in the same order, so the two are equal bit for bit (on a CPU
+// without AMX, Simd::Amx falls back to VNNI and this holds trivially); so are the decode kernels
+// that take several weight groups a pass, against one group a pass at wider batches: a row's
+// product does not depend on its batch.
+TEST(CpuLinearInt8, AmxEqualsVnniAndRowsAreBatchInvariant) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{64, 16}, {300, 67}, {1000, 130}}) {
+    const int64_t m = 150;
+    std::vector<float> x(m * k), w(n * k), bias(n);
+    for (auto* v : {&x, &w, &bias})
+      for (float& e : *v) e = dist(rng);
+    const std::vector<uint8_t> packed = pack(w, n, k);
+    auto product = [&](Simd simd, const float* rows, int64_t count) {
+      std::vector<float> y(count * n);
+      linear_int8(rows, count, k, packed.data(), 0, n, bias.data(), y.data(), simd);
+      return y;
+    };
+    for (int64_t rows : {9, 16, 17, 150})
+      ASSERT_EQ(product(Simd::Amx, x.data(), rows), product(Simd::Avx512, x.data(), rows))
+          << "k " << k << " n " << n << " rows " << rows;
+    for (Simd simd : {Simd::Avx512, Simd::Avx2})
+      for (int64_t rows = 2; rows <= 8; ++rows) {
+        const std::vector<float> batch = product(simd, x.data(), rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          const std::vector<float> alone = product(simd, x.data() + r * k, 1);
+          for (int64_t j = 0; j < n; ++j)
+            ASSERT_EQ(batch[r * n + j], alone[j]) << "simd " << static_cast<int>(simd) << " k " << k
+                                                  << " rows " << rows << " row " << r;
+        }
+      }
+  }
 }
 
 }  // namespace

@@ -54,7 +54,7 @@ void dequantize_row(const uint8_t* packed, int64_t k, int64_t r, float* out);
 // with zeros.
 struct QuantizedRows {
   int64_t rows = 0, blocks = 0;
-  std::vector<int8_t> values;  // [rows, blocks * kBlockCols]
+  std::vector<int8_t> values;  // [rows, blocks * kBlockCols], rows padded to a multiple of 16
   std::vector<float> scales;   // [rows, blocks]
   std::vector<int32_t> sums;   // [rows, blocks]: sum of the block's values
 

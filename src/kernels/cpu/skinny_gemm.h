@@ -31,29 +31,45 @@ __attribute__((target("avx2,fma"))) inline __m256 load8(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
 
-template <int R, typename W>
-__attribute__((target("avx2,fma"))) void avx2(const float* x, int64_t k, const W* w, int64_t n,
-                                              float* y) {
-#pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < n; ++j) {
-    const W* wj = w + j * k;
-    __m256 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= k; i += 8) {
-      const __m256 wv = load8(wj + i);
+// J weight rows (j0..j0+J-1) against R input rows, one accumulator per output: every output's
+// sum is formed in the same order whatever R and J are, so a row's result does not depend on
+// the batch it is decoded in. J > 1 is for narrow batches: one row alone was a single chain of
+// dependent FMAs (bf16: 16 bytes of weights per FMA latency, below the memory's rate); four
+// weight rows at once are four chains and four weight streams in flight.
+template <int R, int J, typename W>
+__attribute__((target("avx2,fma"))) inline void rows_avx2(const float* x, int64_t k, const W* w,
+                                                          int64_t j0, int64_t n, float* y) {
+  __m256 acc[J][R];
+  for (int jj = 0; jj < J; ++jj)
+    for (int r = 0; r < R; ++r) acc[jj][r] = _mm256_setzero_ps();
+  const W* wj = w + j0 * k;
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8)
+    for (int jj = 0; jj < J; ++jj) {
+      const __m256 wv = load8(wj + jj * k + i);
       for (int r = 0; r < R; ++r)
-        acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * k + i), acc[r]);
+        acc[jj][r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * k + i), acc[jj][r]);
     }
+  for (int jj = 0; jj < J; ++jj)
     for (int r = 0; r < R; ++r) {
-      __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+      __m128 s =
+          _mm_add_ps(_mm256_castps256_ps128(acc[jj][r]), _mm256_extractf128_ps(acc[jj][r], 1));
       s = _mm_hadd_ps(s, s);
       s = _mm_hadd_ps(s, s);
       float v = _mm_cvtss_f32(s);
-      for (int64_t t = i; t < k; ++t) v += widen(wj[t]) * x[r * k + t];
-      y[r * n + j] += v;
+      for (int64_t t = i; t < k; ++t) v += widen(wj[jj * k + t]) * x[r * k + t];
+      y[r * n + j0 + jj] += v;
     }
-  }
+}
+
+template <int R, typename W>
+__attribute__((target("avx2,fma"))) void avx2(const float* x, int64_t k, const W* w, int64_t n,
+                                              float* y) {
+  constexpr int J = R == 1 ? 4 : R == 2 ? 2 : 1;  // J * R <= 8 of the 16 registers
+  const int64_t blocks = n / J;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) rows_avx2<R, J>(x, k, w, b * J, n, y);
+  for (int64_t j = blocks * J; j < n; ++j) rows_avx2<R, 1>(x, k, w, j, n, y);
 }
 
 // Any CPU, any row count.
