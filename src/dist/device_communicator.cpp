@@ -38,7 +38,7 @@ std::unique_ptr<Communicator> make_gpu_tensor_group(MpiTransport& control,
             ? fmt::format("share GPU {} ({} per GPU), which NCCL refuses", placement.gpu,
                           placement.processes_per_gpu)
             : std::string("of this build have no NCCL"));
-  return std::make_unique<HostStagedCommunicator>(host, timeout_seconds);
+  return std::make_unique<HostStagedCommunicator>(host, placement.gpu, timeout_seconds);
 }
 
 }  // namespace strata

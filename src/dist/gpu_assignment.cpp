@@ -32,7 +32,7 @@ std::string gpu_assignment_problem(int base_gpu_id, int processes, int device_co
     return fmt::format(
         "{} GPU processes from --base-gpu-id {} need GPUs {}..{}, but this machine has {} "
         "({}); one process drives one GPU: lower --pp-size or --base-gpu-id",
-        processes, base_gpu_id, base_gpu_id, base_gpu_id + processes - 1, gpus(device_count),
+        processes, base_gpu_id, base_gpu_id, base_gpu_id + processes - 1, device_count,
         gpu_ids(device_count));
   // The ranks of a stage may share its GPU; stages never share one (the pipeline's NCCL links
   // join two GPUs, and NCCL refuses two ranks on one).

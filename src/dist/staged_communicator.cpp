@@ -19,8 +19,11 @@ void check_device_f32(const Tensor& t, const char* what) {
 
 }  // namespace
 
-HostStagedCommunicator::HostStagedCommunicator(MpiCommunicator& host, double timeout_seconds)
+HostStagedCommunicator::HostStagedCommunicator(MpiCommunicator& host, int gpu,
+                                               double timeout_seconds)
     : host_(host), timeout_s_(timeout_seconds) {
+  // The event belongs to the GPU current when it is made: the one the stage's stream is on.
+  STRATA_CUDA_CHECK(cudaSetDevice(gpu));
   STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
 }
 

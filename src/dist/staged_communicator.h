@@ -20,8 +20,8 @@ namespace strata {
 class HostStagedCommunicator : public Communicator {
  public:
   // `host`: the group's MPI communicator (MpiTransport::tensor_parallel_group, kept alive by
-  // the caller); waits for the GPU are bounded by `timeout_seconds`.
-  HostStagedCommunicator(MpiCommunicator& host, double timeout_seconds);
+  // the caller); `gpu`: this rank's; waits for the GPU are bounded by `timeout_seconds`.
+  HostStagedCommunicator(MpiCommunicator& host, int gpu, double timeout_seconds);
   ~HostStagedCommunicator() override;
   HostStagedCommunicator(const HostStagedCommunicator&) = delete;
   HostStagedCommunicator& operator=(const HostStagedCommunicator&) = delete;
