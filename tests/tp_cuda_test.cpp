@@ -7,7 +7,8 @@
 //    only a near tie may go the other way (the test prints how many steps it compared);
 //  - prefill logits within the CUDA golden tolerance (a share of the logits' spread,
 //    golden_suite.h), on the prompts the goldens compare.
-// Plus bench-one-batch's collective time, and the placement error of a grid that does not fit.
+// Plus bench-one-batch's collective time, the placement error of a grid that does not fit, and
+// a rank that dies, hangs, runs out of memory or faults ending the job in bounded time.
 // With two or more GPUs the ranks take one GPU each and NCCL (the same checks hold: the test
 // compares results, not the path). Skipped with a visible message without a GPU.
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -144,6 +146,34 @@ TEST(TensorParallelCudaFlags, AGridThatDoesNotFitIsOneError) {
             std::string::npos)
       << err;
   EXPECT_EQ(err.find("error:"), err.rfind("error:")) << "one error line:\n" << err;
+}
+
+// A rank that dies, hangs, runs out of GPU memory or faults in a kernel after its first pass
+// ends the job: a non-zero exit, an error naming the cause, within what --pp-timeout bounds
+// (the other rank waits for it in a collective at most that long).
+TEST(TensorParallelCudaFailures, AFailingRankEndsTheJob) {
+  std::string why;
+  if (!cuda_available(&why)) GTEST_SKIP() << "GPU tensor-parallel test skipped: " << why;
+  const std::vector<std::pair<std::string, std::string>> faults = {
+      {"exit:1", "error: "},      {"hang:0", "hung or dead"}, {"hang:1", "hung or dead"},
+      {"oom:1", "out of memory"}, {"trap:0", "CUDA error"},
+  };
+  for (const auto& [fault, message] : faults) {
+    setenv("STRATA_PP_FAULT", fault.c_str(), 1);
+    std::string err;
+    double seconds = 0;
+    const int code = run_generate_bounded("--model " + fixture_dir("llama") +
+                                              " --device cuda --max-new-tokens 4 --input-ids "
+                                              "1,2,3 --tp-size 2 --pp-timeout 10",
+                                          &err, &seconds);
+    unsetenv("STRATA_PP_FAULT");
+    EXPECT_NE(code, 0) << fault;
+    EXPECT_NE(code, 124) << fault << ": the job did not end by itself";
+    EXPECT_LT(seconds, 60) << fault;
+    EXPECT_NE(err.find(message), std::string::npos) << fault << "\n" << err;
+    std::printf("[ tp cuda  ] fault %s: exit %d after %.1f s\n", fault.c_str(), code, seconds);
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace strata::test
