@@ -36,11 +36,12 @@ bin=$bundle_dir/bundle/bin
 tar -C "$bundle_dir" -xJf "$bundle_dir/bundle.tar.xz" || exit 1
 export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 # OpenMPI from the bundle (the machine has none): mpirun for --tp-size / --pp-size, which the
-# launcher finds through STRATA_MPIRUN; OPAL_PREFIX relocates its components and help texts,
-# PMIX_* its process runtime's. Commands run as root here.
+# launcher finds through STRATA_MPIRUN; OPAL_PREFIX relocates its components and help texts.
+# PMIx's optional components do not travel (gpu_bundle.sh); the machine's own, of another
+# version, fail to load: said once here, not in every job. Commands run as root here.
 if [ -f "$bundle/ompi_prefix" ]; then
   export OPAL_PREFIX=$bundle/$(cat "$bundle/ompi_prefix")
-  export PMIX_INSTALL_PREFIX=$bundle/pmix PMIX_MCA_mca_base_component_path=$bundle/pmix/lib/pmix
+  export PMIX_MCA_mca_base_component_show_load_errors=0 PMIX_MCA_pcompress_base_silence_warning=1
   export STRATA_MPIRUN=$OPAL_PREFIX/bin/mpirun PATH=$OPAL_PREFIX/bin:$PATH
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   "$STRATA_MPIRUN" --version | head -1

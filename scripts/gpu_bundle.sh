@@ -65,15 +65,11 @@ for c in "$ompi_pkglib"/mca_*.so; do
   ldd "$c" | grep -qE "lib$fabric" && continue
   cp -L "$c" "$ompi/${ompi_pkglib#"$ompi_prefix"/}/"
 done
-# PMIx (mpirun's process runtime, a library of its own with its own few components).
-pmix_lib=$(ldd "$ompi_pkglib/mca_pmix_ext3x.so" | awk '/libpmix/{print $3}')
-pmix_prefix=$(dirname "$(dirname "$(readlink -f "$pmix_lib")")")
-mkdir -p "$out/bundle/pmix/lib" "$out/bundle/pmix/share"
-[ -d "$pmix_prefix/lib/pmix" ] && cp -rL "$pmix_prefix/lib/pmix" "$out/bundle/pmix/lib/"
-[ -d "$pmix_prefix/share/pmix" ] && cp -rL "$pmix_prefix/share/pmix" "$out/bundle/pmix/share/"
+# PMIx (mpirun's process runtime) travels as its library only (libpmix, below): Debian's PMIx
+# has an absolute component directory that no variable relocates, and its few components
+# (compression, resource managers) are optional; the run script silences their absence.
 # Their libraries travel with strata's: every dependency outside the C runtime.
-for bin in "$ompi"/*/orterun "$ompi"/*/orted "$ompi/${ompi_pkglib#"$ompi_prefix"/}"/*.so \
-  "$out"/bundle/pmix/lib/pmix/*.so; do
+for bin in "$ompi"/*/orterun "$ompi"/*/orted "$ompi/${ompi_pkglib#"$ompi_prefix"/}"/*.so; do
   [ -e "$bin" ] && ldd "$bin" | awk '/=> \//{print $1, $3}'
 done | sort -u | while read -r name path; do
   if ! [[ $name =~ $skip ]] && [ ! -e "$out/bundle/lib/$name" ]; then cp -L "$path" "$out/bundle/lib/$name"; fi
@@ -83,7 +79,7 @@ echo "ompi" >"$out/bundle/ompi_prefix"
 # Symbols are not needed to run; the strongest xz keeps the bundle plus the tracked tree under
 # the 64 MiB a device run carries.
 strip --strip-unneeded "$out"/bundle/bin/* "$out"/bundle/lib/* 2>/dev/null || true
-find "$out/bundle/ompi" "$out/bundle/pmix" -type f \( -name '*.so' -o -perm -u+x \) \
+find "$out/bundle/ompi" -type f \( -name '*.so' -o -perm -u+x \) \
   -exec strip --strip-unneeded {} + 2>/dev/null || true
 XZ_OPT=-9e tar -C "$out" -cJf "$out/bundle.tar.xz" bundle
 rm -rf "$out/bundle"
