@@ -37,11 +37,14 @@ tar -C "$bundle_dir" -xJf "$bundle_dir/bundle.tar.xz" || exit 1
 export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 # OpenMPI from the bundle (the machine has none): mpirun for --tp-size / --pp-size, which the
 # launcher finds through STRATA_MPIRUN; OPAL_PREFIX relocates its components and help texts.
-# PMIx's optional components do not travel (gpu_bundle.sh); the machine's own, of another
-# version, fail to load: said once here, not in every job. Commands run as root here.
+# PMIx's optional components do not travel (gpu_bundle.sh), and the machine has a PMIx of
+# another version at the path the carried libpmix searches (seen 2026-12-04: its zlib component
+# failed to load, its others loaded into the wrong library): PMIx loads no component files
+# (its frameworks are built into libpmix) and says nothing of the missing compression.
+# Commands run as root here.
 if [ -f "$bundle/ompi_prefix" ]; then
   export OPAL_PREFIX=$bundle/$(cat "$bundle/ompi_prefix")
-  export PMIX_MCA_mca_base_component_show_load_errors=0 PMIX_MCA_pcompress_base_silence_warning=1
+  export PMIX_MCA_mca_base_component_disable_dlopen=1 PMIX_MCA_pcompress_base_silence_warning=1
   export STRATA_MPIRUN=$OPAL_PREFIX/bin/mpirun PATH=$OPAL_PREFIX/bin:$PATH
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   "$STRATA_MPIRUN" --version | head -1

@@ -67,7 +67,8 @@ for c in "$ompi_pkglib"/mca_*.so; do
 done
 # PMIx (mpirun's process runtime) travels as its library only (libpmix, below): Debian's PMIx
 # has an absolute component directory that no variable relocates, and its few components
-# (compression, resource managers) are optional; the run script silences their absence.
+# (compression, resource managers) are optional: the run script turns PMIx's component loading
+# off, so that a PMIx of another version on the machine is not loaded into this one.
 # Their libraries travel with strata's: every dependency outside the C runtime.
 for bin in "$ompi"/*/orterun "$ompi"/*/orted "$ompi/${ompi_pkglib#"$ompi_prefix"/}"/*.so; do
   [ -e "$bin" ] && ldd "$bin" | awk '/=> \//{print $1, $3}'
