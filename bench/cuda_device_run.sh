@@ -38,9 +38,10 @@ export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 # OpenMPI from the bundle (the machine has none): mpirun for --tp-size / --pp-size, which the
 # launcher finds through STRATA_MPIRUN; OPAL_PREFIX relocates its components and help texts.
 # PMIx's optional components do not travel (gpu_bundle.sh), and the machine has a PMIx of
-# another version at the path the carried libpmix searches (seen 2026-12-04: its zlib component
-# failed to load, its others loaded into the wrong library): PMIx loads no component files
-# (its frameworks are built into libpmix) and says nothing of the missing compression.
+# another version at the path the carried libpmix searches (seen 2026-12-04: its zlib
+# component failed to load; its other two gave no error, so they may have loaded): PMIx loads
+# no component files (its frameworks are built into libpmix) and says nothing of the missing
+# compression.
 # Commands run as root here.
 if [ -f "$bundle/ompi_prefix" ]; then
   export OPAL_PREFIX=$bundle/$(cat "$bundle/ompi_prefix")
