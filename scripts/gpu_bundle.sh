@@ -48,6 +48,8 @@ done
 # or $STRATA_MPIRUN -np 2 ... for a job started by hand.
 # Components for fabrics the machine lacks (InfiniBand, UCX, OFI, PSM) and OpenSHMEM are left
 # out: their libraries would not load there, and one machine needs only shared memory and TCP.
+# So are those of MPI features strata never calls (MPI-IO, topologies, checkpointing,
+# monitoring, message logging): the bundle and the tracked tree share the 64 MiB a run carries.
 ompi_path() { ompi_info --path "$1" --parsable | sed -n "s/^path:$1://p"; }
 ompi_prefix=$(ompi_path prefix)
 ompi_pkglib=$(ompi_path pkglibdir)
@@ -61,8 +63,12 @@ cp -L "$ompi_pkgdata"/help-*.txt "$ompi/${ompi_pkgdata#"$ompi_prefix"/}/"
 fabric='(ucx|ucp|ucs|uct|ofi|fabric|openib|ibverbs|psm|oshmem|numa|nl-)'
 for c in "$ompi_pkglib"/mca_*.so; do
   name=$(basename "$c")
-  [[ $name =~ ^mca_(io_romio|atomic|memheap|scoll|spml|sshmem) ]] && continue
-  ldd "$c" | grep -qE "lib$fabric" && continue
+  [[ $name =~ ^mca_(io|fbtl|fcoll|fs|sharedfp|topo|vprotocol|crs|compress|atomic|memheap|scoll|spml|sshmem)_ ||
+    $name =~ monitoring ]] && continue
+  # (ldd's whole output first: grep -q would stop reading early, and under pipefail the cut-off
+  # ldd would make the match look like a failure.)
+  deps=$(ldd "$c")
+  [[ $deps =~ lib$fabric ]] && continue
   cp -L "$c" "$ompi/${ompi_pkglib#"$ompi_prefix"/}/"
 done
 # PMIx (mpirun's process runtime) travels as its library only (libpmix, below): Debian's PMIx
