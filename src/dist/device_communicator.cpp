@@ -34,10 +34,11 @@ std::unique_ptr<Communicator> make_gpu_tensor_group(MpiTransport& control,
     log::warning(
         "tensor-parallel ranks {}: collectives go through host memory over MPI (slower than "
         "NCCL, and decode steps run without CUDA graphs)",
-        placement.processes_per_gpu > 1
+        !kNcclBuilt ? std::string("run a build without NCCL")
+        : placement.processes_per_gpu > 1
             ? fmt::format("share GPU {} ({} per GPU), which NCCL refuses", placement.gpu,
                           placement.processes_per_gpu)
-            : std::string("of this build have no NCCL"));
+            : std::string("include one that shares its GPU, which NCCL refuses"));
   return std::make_unique<HostStagedCommunicator>(host, placement.gpu, timeout_seconds);
 }
 
