@@ -17,6 +17,7 @@
 # deepseek: DeepSeek-V2-Lite's shape (MLA, 576-wide latent cache; MoE), dummy weights: decode at
 # batch 1/8/64 (1024 in), prefill 1 x 4096, and the attention kernels alone on its latent.
 # profile: per-kernel GPU times of batch-64 decode steps under Nsight Compute.
+# tests runs TESTS_FILTER (default below; tensor parallelism on the GPU is *Cuda* too).
 # Build the bundle here first (scripts/gpu_bundle.sh) and carry .devtree/gpu.
 set -u
 OUT=${OUT:-$PWD/cuda-out}
@@ -28,14 +29,39 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.mem,driver
 
 # The machine lacks the C++ build dependencies: the binaries come from the bundle that
 # scripts/gpu_bundle.sh built on the developer machine (carried as .devtree/gpu).
-bin=.devtree/gpu/bundle/bin
-tar -C .devtree/gpu -xJf .devtree/gpu/bundle.tar.xz || exit 1
-export LD_LIBRARY_PATH=$PWD/.devtree/gpu/bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# STRATA_BUNDLE names another bundle directory (one built with BUNDLE_OUT=... gpu_bundle.sh).
+bundle_dir=${STRATA_BUNDLE:-.devtree/gpu}
+bundle=$PWD/$bundle_dir/bundle
+bin=$bundle_dir/bundle/bin
+tar -C "$bundle_dir" -xJf "$bundle_dir/bundle.tar.xz" || exit 1
+export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# OpenMPI from the bundle (the machine has none): mpirun for --tp-size / --pp-size, which the
+# launcher finds through STRATA_MPIRUN; OPAL_PREFIX relocates its components and help texts.
+# PMIx's optional components do not travel (gpu_bundle.sh), and the machine has a PMIx of
+# another version at the path the carried libpmix searches (seen 2026-12-04: its zlib
+# component failed to load; its other two gave no error, so they may have loaded): PMIx loads
+# no component files (its frameworks are built into libpmix) and says nothing of the missing
+# compression.
+# Commands run as root here.
+if [ -f "$bundle/ompi_prefix" ]; then
+  export OPAL_PREFIX=$bundle/$(cat "$bundle/ompi_prefix")
+  export PMIX_MCA_mca_base_component_disable_dlopen=1 PMIX_MCA_pcompress_base_silence_warning=1
+  export STRATA_MPIRUN=$OPAL_PREFIX/bin/mpirun PATH=$OPAL_PREFIX/bin:$PATH
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  "$STRATA_MPIRUN" --version | head -1
+fi
+# libnccl: the bundle leaves it out (over 200 MB); the machine has it from CUDA or from
+# torch's nvidia-nccl wheel.
+if ! ldconfig -p | grep -q 'libnccl\.so\.2' && [ ! -e /usr/local/cuda/lib64/libnccl.so.2 ]; then
+  nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+  [ -e "$nccl_lib/libnccl.so.2" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$nccl_lib
+fi
+ldd "$bin/strata" | grep -E 'libnccl|libmpi\.' || true
 # The test binary has its fixture path compiled in.
-data_path=$(cat .devtree/gpu/bundle/test_data_path)
+data_path=$(cat "$bundle/test_data_path")
 mkdir -p "$(dirname "$data_path")"
 [ -e "$data_path" ] || ln -sfn "$PWD/tests/data" "$data_path"
-binary_path=$(cat .devtree/gpu/bundle/strata_binary_path)
+binary_path=$(cat "$bundle/strata_binary_path")
 mkdir -p "$(dirname "$binary_path")"
 [ -e "$binary_path" ] || ln -sfn "$PWD/$bin/strata" "$binary_path"
 tests_bin=$bin/strata_tests
@@ -54,7 +80,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   timeout "${TESTS_TIMEOUT:-300}" "$tests_bin" --gtest_filter="${TESTS_FILTER:-Shapes/CudaBackendVsCpu*:DeviceKVPool*:*Cuda*:*OpsDevice*}" \
     >"$OUT/tests.log" 2>&1
   echo "gpu tests rc=$?"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[ cuda|Failure|error:|Expected|Which is|actual" "$OUT/tests.log" | head -80
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[ +((tp|pp) )?cuda|Failure|error:|Expected|Which is|actual" "$OUT/tests.log" | head -120
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then

@@ -16,7 +16,7 @@ command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -
 # OpenBLAS linked from its archive: only what strata calls travels (CMakeLists.txt).
 STRATA_CUDA=ON ./scripts/build.sh "${LAUNCHER[@]}" -DSTRATA_STATIC_OPENBLAS=ON >/dev/null
 
-out=.devtree/gpu
+out=${BUNDLE_OUT:-.devtree/gpu}
 rm -rf "$out/bundle"
 mkdir -p "$out/bundle/bin" "$out/bundle/lib"
 cp build/strata build/tests/strata_tests "$out/bundle/bin/"
@@ -36,9 +36,58 @@ for bin in "$out"/bundle/bin/*; do
 done | sort -u | while read -r name path; do
   if ! [[ $name =~ $skip ]]; then cp -L "$path" "$out/bundle/lib/$name"; fi
 done
+# OpenMPI's runtime, relocatable: the GPU machine has no OpenMPI, and `strata generate --tp-size N`
+# (or --pp-size N) re-runs itself under mpirun (src/dist/launch.cpp). The bundle carries mpirun
+# (orterun) and orted, the MCA components they and libmpi load at run time, and the help texts,
+# in the tree OpenMPI was installed with under bundle/ompi; bench/cuda_device_run.sh points
+# OPAL_PREFIX at it (OpenMPI derives its component and data directories from it), and
+# STRATA_MPIRUN at its mpirun. Commands run as root there: the launcher passes
+# --allow-run-as-root, and the run script sets OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) for an mpirun
+# started by hand. The same runtime starts a job over several GPUs of one host (issue #22): the
+# run script's setup, then `strata generate --device cuda --tp-size 2` (or --pp-size 2) as here,
+# or $STRATA_MPIRUN -np 2 ... for a job started by hand.
+# Components for fabrics the machine lacks (InfiniBand, UCX, OFI, PSM) and OpenSHMEM are left
+# out: their libraries would not load there, and one machine needs only shared memory and TCP.
+# So are those of MPI features strata never calls (MPI-IO, topologies, checkpointing,
+# monitoring, message logging): the bundle and the tracked tree share the 64 MiB a run carries.
+ompi_path() { ompi_info --path "$1" --parsable | sed -n "s/^path:$1://p"; }
+ompi_prefix=$(ompi_path prefix)
+ompi_pkglib=$(ompi_path pkglibdir)
+ompi_pkgdata=$(ompi_path pkgdatadir)
+ompi_bin=$(ompi_path bindir)
+ompi=$out/bundle/ompi
+for d in "$ompi_pkglib" "$ompi_pkgdata" "$ompi_bin"; do mkdir -p "$ompi/${d#"$ompi_prefix"/}"; done
+cp -L "$ompi_bin/orterun" "$ompi_bin/orted" "$ompi/${ompi_bin#"$ompi_prefix"/}/"
+ln -sf orterun "$ompi/${ompi_bin#"$ompi_prefix"/}/mpirun"
+cp -L "$ompi_pkgdata"/help-*.txt "$ompi/${ompi_pkgdata#"$ompi_prefix"/}/"
+fabric='(ucx|ucp|ucs|uct|ofi|fabric|openib|ibverbs|psm|oshmem|numa|nl-)'
+for c in "$ompi_pkglib"/mca_*.so; do
+  name=$(basename "$c")
+  [[ $name =~ ^mca_(io|fbtl|fcoll|fs|sharedfp|topo|vprotocol|crs|compress|atomic|memheap|scoll|spml|sshmem)_ ||
+    $name =~ monitoring ]] && continue
+  # (ldd's whole output first: grep -q would stop reading early, and under pipefail the cut-off
+  # ldd would make the match look like a failure.)
+  deps=$(ldd "$c")
+  [[ $deps =~ lib$fabric ]] && continue
+  cp -L "$c" "$ompi/${ompi_pkglib#"$ompi_prefix"/}/"
+done
+# PMIx (mpirun's process runtime) travels as its library only (libpmix, below): Debian's PMIx
+# has an absolute component directory that no variable relocates, and its few components
+# (compression, resource managers) are optional: the run script turns PMIx's component loading
+# off, so that a PMIx of another version on the machine is not loaded into this one.
+# Their libraries travel with strata's: every dependency outside the C runtime.
+for bin in "$ompi"/*/orterun "$ompi"/*/orted "$ompi/${ompi_pkglib#"$ompi_prefix"/}"/*.so; do
+  [ -e "$bin" ] && ldd "$bin" | awk '/=> \//{print $1, $3}'
+done | sort -u | while read -r name path; do
+  if ! [[ $name =~ $skip ]] && [ ! -e "$out/bundle/lib/$name" ]; then cp -L "$path" "$out/bundle/lib/$name"; fi
+done
+# Where OpenMPI was installed, relative to the bundle: the run script sets OPAL_PREFIX from it.
+echo "ompi" >"$out/bundle/ompi_prefix"
 # Symbols are not needed to run; the strongest xz keeps the bundle plus the tracked tree under
 # the 64 MiB a device run carries.
 strip --strip-unneeded "$out"/bundle/bin/* "$out"/bundle/lib/* 2>/dev/null || true
+find "$out/bundle/ompi" -type f \( -name '*.so' -o -perm -u+x \) \
+  -exec strip --strip-unneeded {} + 2>/dev/null || true
 XZ_OPT=-9e tar -C "$out" -cJf "$out/bundle.tar.xz" bundle
 rm -rf "$out/bundle"
 du -h "$out/bundle.tar.xz"

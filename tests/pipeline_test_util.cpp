@@ -1,7 +1,11 @@
 #include "pipeline_test_util.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -23,6 +27,26 @@ Generation run_generate(const std::string& args) {
       g.logits.push_back(j["logits"].get<std::vector<std::vector<float>>>());
   }
   return g;
+}
+
+int run_generate_bounded(const std::string& args, std::string* err, double* seconds) {
+  namespace fs = std::filesystem;
+  const std::string base =
+      (fs::temp_directory_path() /
+       ("strata_bounded_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand())))
+          .string();
+  const std::string cmd = "timeout -k 5 120 " + std::string(STRATA_BINARY) + " generate " + args +
+                          " >" + base + ".out 2>" + base + ".err";
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ifstream in(base + ".err");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *err = ss.str();
+  fs::remove(base + ".out");
+  fs::remove(base + ".err");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 void expect_same(const Generation& a, const Generation& b, double tolerance,

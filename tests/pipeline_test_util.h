@@ -19,6 +19,11 @@ struct Generation {
 // has them (--return-logits). A non-zero exit is a test failure.
 Generation run_generate(const std::string& args);
 
+// `strata generate ARGS` under `timeout`, so that a job that fails to end makes the test fail
+// (exit 124) instead of hanging the suite: its exit status, its stderr and its wall time. For
+// the failure tests, whose jobs must end by themselves.
+int run_generate_bounded(const std::string& args, std::string* err, double* seconds);
+
 // The same ids, and every step's logits within `tolerance` (max abs difference).
 void expect_same(const Generation& a, const Generation& b, double tolerance,
                  const std::string& what);

@@ -11,16 +11,12 @@
 // A stage that dies, hangs, runs out of memory or faults in a kernel ends the job with one
 // clear error in bounded time. These tests skip with a visible message without 2 GPUs.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "pipeline_test_util.h"
 
@@ -146,27 +142,10 @@ TEST(PipelineCudaOptions, PartitionChunkingAndPagesKeepTheResult) {
 
 namespace {
 
-// Runs generate on the llama fixture under `timeout`, so that a job that fails to end makes
-// the test fail (exit 124) instead of hanging the suite.
-int run_timed(const std::string& args, std::string* err, double* seconds) {
-  namespace fs = std::filesystem;
-  const std::string base =
-      (fs::temp_directory_path() /
-       ("strata_pp_cuda_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand())))
-          .string();
-  const std::string cmd = "timeout -k 5 120 " + std::string(STRATA_BINARY) + " generate --model " +
-                          fixture_dir("llama") + " --device cuda --max-new-tokens 4 " + args +
-                          " >" + base + ".out 2>" + base + ".err";
-  const auto t0 = std::chrono::steady_clock::now();
-  const int status = std::system(cmd.c_str());
-  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::ifstream in(base + ".err");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *err = ss.str();
-  fs::remove(base + ".out");
-  fs::remove(base + ".err");
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+int run_cuda_llama(const std::string& args, std::string* err, double* seconds) {
+  return run_generate_bounded(
+      "--model " + fixture_dir("llama") + " --device cuda --max-new-tokens 4 " + args, err,
+      seconds);
 }
 
 }  // namespace
@@ -180,17 +159,19 @@ TEST(PipelineCudaFlags, GpuSelectionAndClearErrors) {
   const std::string last = std::to_string(n - 1);
   std::string err;
   double seconds = 0;
-  EXPECT_EQ(run_timed("--input-ids 1,2,3 --base-gpu-id " + last, &err, &seconds), 0) << err;
-  EXPECT_EQ(run_timed("--input-ids 1,2,3 --base-gpu-id " + std::to_string(n), &err, &seconds), 1);
+  EXPECT_EQ(run_cuda_llama("--input-ids 1,2,3 --base-gpu-id " + last, &err, &seconds), 0) << err;
+  EXPECT_EQ(run_cuda_llama("--input-ids 1,2,3 --base-gpu-id " + std::to_string(n), &err, &seconds),
+            1);
   EXPECT_NE(err.find("--base-gpu-id " + std::to_string(n) + " is out of range"), std::string::npos)
       << err;
-  EXPECT_EQ(run_timed("--input-ids 1,2,3 --pp-size 2 --base-gpu-id " + last, &err, &seconds), 1);
+  EXPECT_EQ(run_cuda_llama("--input-ids 1,2,3 --pp-size 2 --base-gpu-id " + last, &err, &seconds),
+            1);
   EXPECT_NE(err.find("need GPUs " + last + ".." + std::to_string(n) + ", but this machine has " +
                      std::to_string(n)),
             std::string::npos)
       << err;
   setenv("CUDA_VISIBLE_DEVICES", "0", 1);
-  EXPECT_EQ(run_timed("--input-ids 1,2,3 --pp-size 2", &err, &seconds), 1);
+  EXPECT_EQ(run_cuda_llama("--input-ids 1,2,3 --pp-size 2", &err, &seconds), 1);
   unsetenv("CUDA_VISIBLE_DEVICES");
   EXPECT_NE(err.find("2 GPU processes from --base-gpu-id 0 need GPUs 0..1, but this machine has 1"),
             std::string::npos)
@@ -211,7 +192,8 @@ TEST(PipelineCudaFailures, FailingStageEndsTheJob) {
     setenv("STRATA_PP_FAULT", fault.c_str(), 1);
     std::string err;
     double seconds = 0;
-    const int code = run_timed("--input-ids 1,2,3 --pp-size 2 --pp-timeout 10", &err, &seconds);
+    const int code =
+        run_cuda_llama("--input-ids 1,2,3 --pp-size 2 --pp-timeout 10", &err, &seconds);
     unsetenv("STRATA_PP_FAULT");
     EXPECT_NE(code, 0) << fault;
     EXPECT_NE(code, 124) << fault << ": the job did not end by itself";

@@ -37,7 +37,8 @@ void ModelFlags::add_to(CLI::App& app) {
                      "--device cuda one GPU each");
   app.add_option("--tp-size", tp_size,
                  "tensor-parallel ranks per pipeline stage, one process each (started through "
-                 "mpirun; --pp-size x --tp-size processes in all), CPU only so far");
+                 "mpirun; --pp-size x --tp-size processes in all); on GPUs one GPU per rank "
+                 "(NCCL), or a stage's ranks sharing its GPU when there are too few");
   app.add_option(
       "--pp-layer-partition", pp_layer_partition,
       "decoder layers per stage, like 2,3,3 (default: even split, remainder on the last stages)");

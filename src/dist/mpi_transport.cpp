@@ -133,6 +133,22 @@ void MpiCommunicator::all_gather_cols(const Tensor& part, Tensor& out) {
   ++calls_;
 }
 
+int64_t MpiCommunicator::min_over_ranks(int64_t value) {
+  int64_t least = value;
+  MPI_Request request;
+  MPI_Iallreduce(&value, &least, 1, MPI_INT64_T, MPI_MIN, comm_of(comm_), &request);
+  wait_for(&request, timeout_s_, rank_, -1, "a tensor-parallel agreement (the ranks' cache sizes)");
+  return least;
+}
+
+void MpiCommunicator::broadcast(int root, std::vector<char>& bytes) {
+  STRATA_CHECK(bytes.size() < (size_t{1} << 31), "broadcast of {} bytes", bytes.size());
+  MPI_Request request;
+  MPI_Ibcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, root, comm_of(comm_),
+             &request);
+  wait_for(&request, timeout_s_, rank_, root, "a broadcast from tensor-parallel rank 0");
+}
+
 struct MpiTransport::Posted {
   MPI_Request request = MPI_REQUEST_NULL;
   int peer = -1;

@@ -26,6 +26,11 @@ class MpiCommunicator : public Communicator {
   int size() const override { return size_; }
   void all_reduce_sum(Tensor& t) override;
   void all_gather_cols(const Tensor& part, Tensor& out) override;
+  int64_t min_over_ranks(int64_t value) override;
+  // Every rank of the group gets rank `root`'s `bytes` (the same count on every rank):
+  // bootstraps the group's NCCL communicator.
+  void broadcast(int root, std::vector<char>& bytes);
+  double timeout() const { return timeout_s_; }
 
  private:
   int comm_;  // MPI_Comm_c2f of the group's communicator (MpiTransport owns it)
@@ -59,7 +64,7 @@ class MpiTransport : public Transport {
   int world_size() const { return world_size_; }
   int world_rank() const { return world_rank_; }
   // The tensor-parallel group of this process's stage (valid while the transport lives).
-  Communicator& tensor_parallel_group() { return *tensor_group_; }
+  MpiCommunicator& tensor_parallel_group() { return *tensor_group_; }
   Memory memory() const override { return Memory::Host; }
   void reserve(int64_t, int) override {}  // messages are sized as they come
 

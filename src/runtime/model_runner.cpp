@@ -55,6 +55,8 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
 #endif
   if (!device_) device_ = make_cpu_stage_device(options.weight_dtype());
   device_->set_wait_timeout(options.device_wait_timeout_s);
+  // A GPU group orders its collectives on this device's stream, staging in its workspace.
+  if (options.tensor_parallel) options.tensor_parallel->bind(device_->ops(), device_->stream());
 
   // One loader puts the stage's own parameters on its device, in the device's dtypes.
   weights_ = open_weights(config.model_dir, options.load_format, options.seed);
@@ -111,11 +113,18 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
   // With a window space, the sliding layers' rows are sized first and the full layers take
   // what the budget leaves; a window space no smaller than the full one is dropped.
   WindowSpace window = options.window_space(layouts, max_context_len_, natural_slots);
+  // Ranks that share a GPU size their caches from its free memory once every rank's weights
+  // and state pool are resident (the first agreement is that barrier); then all take the
+  // smallest plan, so that their schedulers admit, retract and cache alike.
+  Communicator* group = options.tensor_parallel;
+  if (group) group->min_over_ranks(0);
   int64_t slots =
       device_->plan_kv_slots(layouts, options.max_total_tokens, natural_slots, window.num_slots);
+  if (group) slots = group->min_over_ranks(slots);
   if (window.num_slots > 0 && window.num_slots >= slots) {
     window = {};
     slots = device_->plan_kv_slots(layouts, options.max_total_tokens, natural_slots, 0);
+    if (group) slots = group->min_over_ranks(slots);
   }
   memory_ = std::make_unique<TokenMemory>(options.max_running_requests, max_context_len_, slots,
                                           options.page_size, window);

@@ -28,6 +28,10 @@ struct RunnerOptions {
   double mem_fraction_static = 0.88;  // GPU: share of device memory for weights + KV cache
   bool cuda_graph = true;             // GPU: replay decode steps as CUDA graphs
   int gpu_id = 0;                     // GPU: the device this process drives (--base-gpu-id)
+  // GPU: processes of this job driving the same GPU (the tensor-parallel ranks of a stage on a
+  // machine with fewer GPUs than processes, dist/gpu_assignment.h): each takes its share of
+  // --mem-fraction-static.
+  int processes_per_gpu = 1;
   // GPU: longest wait for the device in seconds (0: no limit). Pipeline stages set their
   // --pp-timeout: their passes wait on transfers from other processes.
   double device_wait_timeout_s = 0;

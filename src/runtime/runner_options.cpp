@@ -75,11 +75,6 @@ std::vector<std::string> RunnerOptions::problems(const ModelConfig& config) cons
     problems.push_back(
         fmt::format("--tp-size must be in 1..{} (tensor-parallel ranks per stage), got {}",
                     kMaxTpSize, tp_size));
-  else if (tp_size > 1 && device != "cpu")
-    problems.push_back(fmt::format(
-        "--tp-size {} with --device {}: tensor parallelism runs on CPU processes (MPI) so far; "
-        "the NCCL communicator for GPUs is not written yet: use --device cpu or --tp-size 1",
-        tp_size, device));
   else if (auto p = tensor_parallel_problem(config, tp_size))
     problems.push_back(std::move(*p));
   if (tensor_parallel && tensor_parallel->size() != tp_size)

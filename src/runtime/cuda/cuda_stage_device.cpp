@@ -6,6 +6,7 @@
 // buffers). Model code knows nothing of this: it queues device work through the ops.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -57,12 +58,17 @@ class CudaStageDevice : public StageDevice {
                        pool_ ? pool_->num_slots() : 0, pool_ ? pool_->bytes() / kGiB : 0.0);
   }
 
+  // What --mem-fraction-static leaves of the GPU after what is in use, divided among the
+  // processes that share it (tensor-parallel ranks of one stage, each with its own shard of
+  // weights and caches): each rank sees the others' allocations as used, so an equal share of
+  // the remainder is what keeps them all within the fraction.
   double cache_budget_bytes() override {
     STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_));
     size_t free_bytes = 0, total_bytes = 0;
     STRATA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    return options_.mem_fraction_static * total_bytes -
-           static_cast<double>(total_bytes - free_bytes);
+    return (options_.mem_fraction_static * total_bytes -
+            static_cast<double>(total_bytes - free_bytes)) /
+           std::max(1, options_.processes_per_gpu);
   }
 
   int64_t plan_kv_slots(const std::map<int, KVLayerLayout>& layouts, int64_t requested, int64_t cap,
@@ -77,8 +83,7 @@ class CudaStageDevice : public StageDevice {
         window_slots > 0
             ? KVPool::bytes_per_slot(with_dtype(KVPool::in_space(layouts, true), kKVDType))
             : 0;
-    const double budget = options_.mem_fraction_static * total_bytes - used -
-                          static_cast<double>(window_slots) * window_bytes;
+    const double budget = cache_budget_bytes() - static_cast<double>(window_slots) * window_bytes;
     const size_t per_slot = std::max<size_t>(KVPool::bytes_per_slot(with_dtype(full, kKVDType)), 1);
     if (budget <= 0)
       fail(
@@ -119,12 +124,18 @@ class CudaStageDevice : public StageDevice {
 
   void stage(const ForwardBatch& batch) override {
     STRATA_CHECK(attention_ != nullptr, "a pass before the KV pool is attached");
+    // The current GPU is per thread, and passes may come from a thread other than the one that
+    // built the device (the server's engine thread): on a rank driving GPU k, make it k.
+    STRATA_CUDA_CHECK(cudaSetDevice(options_.gpu_id));
     attention_->stage(batch);
   }
 
   PassOutput run(const ForwardBatch& batch, const PassKind& kind, const PassFn& pass) override {
     const int rows = batch.return_all_logits ? batch.num_tokens() : batch.batch_size();
-    if (!options_.cuda_graph || batch.mode != ForwardMode::Decode) return launch(pass);
+    // A tensor-parallel group whose collectives wait on the host (MPI) cannot be captured.
+    const bool graphs = options_.cuda_graph &&
+                        (!options_.tensor_parallel || options_.tensor_parallel->capturable());
+    if (!graphs || batch.mode != ForwardMode::Decode) return launch(pass);
     const int splits = batch.mode == ForwardMode::Decode ? decode_splits() : 0;
     const GraphKey key{batch.num_tokens(), rows, splits, batch.return_all_logits, kind};
     const std::vector<const void*> signature = buffer_signature();
