@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -37,11 +39,40 @@ std::vector<std::string> own_command_line() {
   return args;
 }
 
-// mpirun and the signal a SIGTERM is handed on as, for the handler below.
-volatile pid_t g_mpirun = -1;
-volatile int g_stop_signal = SIGTERM;
-extern "C" void forward_sigterm(int) {
-  if (g_mpirun > 0) kill(g_mpirun, g_stop_signal);
+// Set by a SIGTERM to the launcher; the wait for mpirun below hands it on (a handler may not
+// scan /proc).
+volatile std::sig_atomic_t g_stop_requested = 0;
+extern "C" void note_sigterm(int) {
+  g_stop_requested = 1;
+}
+
+// The processes whose parent is `parent` (/proc/PID/stat's fourth field).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state;
+    long ppid = 0;
+    if (rest >> state >> ppid && ppid == parent) children.push_back(std::stoi(name));
+  }
+  return children;
+}
+
+// The stop goes to mpirun and, besides, straight to the processes it started on this machine:
+// mpirun is meant to hand SIGUSR1 on to them, and on one machine (the H200 host, 2026-12-04) it
+// caught the signal and handed nothing on, so the server never heard of its stop. A process that
+// gets the signal twice stops once; the followers ignore it (process 0 tells them).
+void forward_stop(pid_t mpirun, int stop_signal) {
+  kill(mpirun, stop_signal);
+  for (pid_t child : children_of(mpirun)) kill(child, stop_signal);
 }
 
 std::string own_executable() {
@@ -102,20 +133,29 @@ int relaunch_under_mpirun(int np, int stop_signal) {
   // Ctrl-C reaches mpirun too (same process group); wait for it to end the stages. SIGTERM
   // goes to this process alone: it is handed on as `stop_signal`, and this one waits, so that
   // the exit status is mpirun's.
-  g_mpirun = child;
-  g_stop_signal = stop_signal;
-  struct sigaction forward {};
-  forward.sa_handler = forward_sigterm;
-  sigemptyset(&forward.sa_mask);
+  g_stop_requested = 0;
+  struct sigaction note {};
+  note.sa_handler = note_sigterm;
+  sigemptyset(&note.sa_mask);
   struct sigaction previous_term {};
-  sigaction(SIGTERM, &forward, &previous_term);
+  sigaction(SIGTERM, &note, &previous_term);
   signal(SIGINT, SIG_IGN);
+  // Polled (a tenth of a second): a SIGTERM landing between a check of the flag and a blocking
+  // wait would otherwise wait unseen until the job ended by itself.
   int status = 0;
-  while (waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) fail("waiting for mpirun failed: {}", std::strerror(errno));
+  bool forwarded = false;
+  for (;;) {
+    const pid_t done = waitpid(child, &status, WNOHANG);
+    if (done == child) break;
+    if (done < 0 && errno != EINTR) fail("waiting for mpirun failed: {}", std::strerror(errno));
+    if (g_stop_requested && !forwarded) {
+      forward_stop(child, stop_signal);
+      forwarded = true;
+    }
+    usleep(100 * 1000);
+  }
   signal(SIGINT, SIG_DFL);
   sigaction(SIGTERM, &previous_term, nullptr);
-  g_mpirun = -1;
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     if (code != 0 && code != 127)

@@ -19,7 +19,8 @@ bool inside_mpi_job();
 // Runs this process's own command line (/proc/self/cmdline) as `np` processes under mpirun on
 // this machine, waits, and returns the exit status to use (non-zero when any process failed).
 // $STRATA_MPIRUN overrides the mpirun executable; $STRATA_MPIRUN_ARGS adds arguments.
-// A SIGTERM to this process goes to mpirun as `stop_signal`: SIGTERM makes mpirun end every
+// A SIGTERM to this process goes to mpirun, and to the processes mpirun started on this machine,
+// as `stop_signal`: SIGTERM makes mpirun end every
 // process (SIGTERM, then SIGKILL after a few seconds) and exit non-zero; SIGUSR1 it hands to
 // every process and lets the job end by itself (a server's process 0 then stops serving and
 // tells the other stages: server/pipeline_relay.h), exiting with the job's status.
