@@ -4,10 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -80,6 +83,19 @@ std::string write_prompts_file(const std::vector<std::vector<int>>& prompts) {
     out << "\n";
   }
   return path.string();
+}
+
+double row_std(const std::vector<float>& row) {
+  double sum = 0, sq = 0;
+  for (float v : row) sum += v, sq += double(v) * v;
+  const double mean = sum / row.size();
+  return std::sqrt(std::max(0.0, sq / row.size() - mean * mean));
+}
+
+double margin(const std::vector<float>& row) {
+  std::vector<float> v = row;
+  std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<float>());
+  return v[0] - v[1];
 }
 
 }  // namespace strata::test

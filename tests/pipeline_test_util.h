@@ -1,6 +1,6 @@
 #pragma once
 // Shared by the pipeline-parallel tests on CPU (pp_test.cpp) and GPU (pp_cuda_test.cpp) and the
-// tensor-parallel ones (tp_test.cpp): they
+// tensor-parallel ones (tp_test.cpp, tp_cuda_test.cpp): they
 // run `strata generate` as a child process (it starts its stages through mpirun) and compare
 // its JSON lines.
 #include <string>
@@ -31,6 +31,11 @@ void expect_same(const Generation& a, const Generation& b, double tolerance,
 // The reference prompts (lengths 1, 7, 23, 45) and a fifth of 30 tokens, so that micro-batches
 // come out uneven (5 requests over 2, 3 or 4 stages).
 std::vector<std::vector<int>> pipeline_test_prompts(const Reference& ref);
+
+// A logit row's standard deviation (bf16 tolerances are shares of it), and the gap between its
+// two largest values (a greedy step closer than the tolerance may pick either).
+double row_std(const std::vector<float>& row);
+double margin(const std::vector<float>& row);
 
 // A prompts file for --input-ids-file (one comma-separated prompt per line) in the scratch
 // directory.

@@ -26,19 +26,6 @@ namespace {
 
 constexpr double kBf16LogitTolerance = 0.06;  // share of the logits' std (golden_dense_cuda_test)
 
-double row_std(const std::vector<float>& row) {
-  double sum = 0, sq = 0;
-  for (float v : row) sum += v, sq += double(v) * v;
-  const double mean = sum / row.size();
-  return std::sqrt(std::max(0.0, sq / row.size() - mean * mean));
-}
-
-double margin(const std::vector<float>& row) {
-  std::vector<float> v = row;
-  std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<float>());
-  return v[0] - v[1];
-}
-
 double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return max_abs_diff(a.data(), b.data(), static_cast<int64_t>(a.size()));
 }

@@ -27,19 +27,6 @@ namespace strata::test {
 
 namespace {
 
-double row_std(const std::vector<float>& row) {
-  double sum = 0, sq = 0;
-  for (float v : row) sum += v, sq += double(v) * v;
-  const double mean = sum / row.size();
-  return std::sqrt(std::max(0.0, sq / row.size() - mean * mean));
-}
-
-double margin(const std::vector<float>& row) {
-  std::vector<float> v = row;
-  std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<float>());
-  return v[0] - v[1];
-}
-
 class TensorParallelCuda : public testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
