@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "tokenizer/normalizer.h"
+#include "tokenizer/token_id.h"
 #include "tokenizer/unicode.h"
 
 namespace strata::tok {
@@ -50,7 +51,11 @@ AddedVocabulary::AddedVocabulary(const json& added_tokens, const Normalizer* nor
   if (added_tokens.is_null()) return;
   for (const json& t : added_tokens) {
     AddedToken token;
-    token.id = t.at("id").get<int>();
+    const std::optional<int> id = token_id(t.at("id"));
+    if (!id)
+      fail("tokenizer.json added_tokens entry {} has id {}; a token id must be an integer in 0..{}",
+           t.value("content", json("?")).dump(), t.at("id").dump(), kMaxTokenId);
+    token.id = *id;
     token.content = t.at("content").get<std::string>();
     token.special = t.value("special", false);
     token.lstrip = t.value("lstrip", false);

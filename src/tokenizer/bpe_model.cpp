@@ -5,6 +5,7 @@
 #include <queue>
 
 #include "core/error.h"
+#include "tokenizer/token_id.h"
 #include "tokenizer/unicode.h"
 
 namespace strata::tok {
@@ -45,15 +46,19 @@ BpeModel::BpeModel(const json& spec, bool byte_level) : byte_level_(byte_level) 
   const json& vocab = spec.at("vocab");
   if (!vocab.is_object()) fail("tokenizer.json model.vocab must be an object of token -> id");
   int max_id = -1;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it)
-    max_id = std::max(max_id, it.value().get<int>());
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const std::optional<int> id = token_id(it.value());
+    if (!id)
+      fail("tokenizer.json model.vocab['{}'] is {}; a token id must be an integer in 0..{}",
+           it.key(), it.value().dump(), kMaxTokenId);
+    max_id = std::max(max_id, *id);
+  }
   id_to_token_.resize(max_id + 1);
   has_id_.assign(max_id + 1, false);
   std::string raw;
   const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::get();
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const int id = it.value().get<int>();
-    if (id < 0) fail("tokenizer.json model.vocab['{}'] has negative id {}", it.key(), id);
+    const int id = *token_id(it.value());  // checked above
     id_to_token_[id] = it.key();
     has_id_[id] = true;
     spelled_.emplace(it.key(), id);

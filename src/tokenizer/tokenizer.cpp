@@ -9,6 +9,7 @@
 #include "tokenizer/decoder.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/token_id.h"
 #include "tokenizer/unicode.h"
 
 namespace strata::tok {
@@ -16,6 +17,15 @@ namespace strata::tok {
 using nlohmann::json;
 
 namespace {
+
+// A special token's id in the post-processor, checked (tokenizer/token_id.h).
+int checked_id(const json& v, const std::string& source, const std::string& name) {
+  const std::optional<int> id = token_id(v);
+  if (!id)
+    fail("{}: post_processor special token '{}' has id {}; a token id must be an integer in 0..{}",
+         source, name, v.dump(), kMaxTokenId);
+  return *id;
+}
 
 // Reads the post-processor into the ids it puts around a single sequence. TemplateProcessing
 // names its special tokens; Bert/Roberta give [token, id] pairs; ByteLevel only trims offsets.
@@ -46,13 +56,13 @@ void read_post_processor(const json& spec, std::vector<int>& prefix, std::vector
             "special_tokens",
             source, name);
       for (const json& id : specials[name].at("ids"))
-        (seen_sequence ? suffix : prefix).push_back(id.get<int>());
+        (seen_sequence ? suffix : prefix).push_back(checked_id(id, source, name));
     }
     return;
   }
   if (type == "BertProcessing" || type == "RobertaProcessing") {
-    prefix.push_back(spec.at("cls").at(1).get<int>());
-    suffix.push_back(spec.at("sep").at(1).get<int>());
+    prefix.push_back(checked_id(spec.at("cls").at(1), source, "cls"));
+    suffix.push_back(checked_id(spec.at("sep").at(1), source, "sep"));
     return;
   }
   fail(

@@ -91,6 +91,34 @@ TEST(Tokenizer, UnsupportedComponentsAreNamedAtLoad) {
   expect_error(spec, "does not compile");
 }
 
+// Ids that are not integers in 0..kMaxTokenId are load errors naming the entry, in the vocab,
+// the added tokens and the post-processor alike: a float taken for an int was undefined
+// behavior (the tokenizer fuzzer's 2.7e79), and a huge id sized the id tables by itself.
+TEST(Tokenizer, TokenIdsOutOfRangeAreNamedAtLoad) {
+  auto expect_error = [](const json& spec, const std::string& needle) {
+    try {
+      Tokenizer t(spec, "spec.json");
+      ADD_FAILURE() << "expected an error mentioning " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("a token id must be an integer in 0.."),
+                std::string::npos)
+          << e.what();
+    }
+  };
+  for (const json& bad : {json(2.7e79), json(1.5), json(-1), json(int64_t{1} << 40), json("7")}) {
+    json spec = tiny_byte_level();
+    spec["model"]["vocab"]["ab"] = bad;
+    expect_error(spec, "model.vocab['ab']");
+    spec = tiny_byte_level();
+    spec["added_tokens"][0]["id"] = bad;
+    expect_error(spec, "<|end|>");
+    spec = tiny_byte_level();
+    spec["post_processor"]["special_tokens"]["<|end|>"]["ids"] = json::array({bad});
+    expect_error(spec, "post_processor special token '<|end|>'");
+  }
+}
+
 TEST(Unicode, LossyConversionReplacesMaximalSubparts) {
   EXPECT_EQ(utf8_lossy("a\xE4\xBD\xA0"), "a\xE4\xBD\xA0");
   EXPECT_EQ(utf8_lossy("\xE4\xBD"
