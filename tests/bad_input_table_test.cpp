@@ -283,6 +283,18 @@ std::vector<BadInput> bad_inputs() {
        gen,
        {"'eos_token_id'", "integer or a list of integers"}},
       {"config",
+       "EosPastIntMax",
+       config_edit([](json& c) {
+         c["eos_token_id"] = json::array({2, int64_t{1} << 32});
+       }),
+       gen,
+       {"eos_token_id", "4294967296", "0..2147483647"}},
+      {"config",
+       "EosNegative",
+       config_edit([](json& c) { c["eos_token_id"] = -1; }),
+       gen,
+       {"eos_token_id", "-1", "0..2147483647"}},
+      {"config",
        "NormEpsString",
        config_edit([](json& c) { c["rms_norm_eps"] = "small"; }),
        gen,

@@ -169,12 +169,24 @@ ModelConfig ModelConfig::from_json(const json& cfg, const std::string& source) {
   check_config_ranges(c, source);
 
   if (cfg.contains("eos_token_id")) {
+    // An id or a list of ids (null: none). Anything else is refused, not skipped or wrapped:
+    // a float or an id past INT_MAX would otherwise stop generation on the wrong token, or never.
     const json& e = cfg["eos_token_id"];
-    if (e.is_number_integer())
-      c.eos_token_ids.push_back(e.get<int>());
-    else if (e.is_array())
-      for (const auto& x : e)
-        if (x.is_number_integer()) c.eos_token_ids.push_back(x.get<int>());
+    auto add = [&](const json& x) {
+      const bool id =
+          (x.is_number_unsigned() && x.get<uint64_t>() <= INT32_MAX) ||
+          (x.is_number_integer() && x.get<int64_t>() >= 0 && x.get<int64_t>() <= INT32_MAX);
+      if (!id)
+        fail(
+            "{}: eos_token_id holds {}; each must be a token id (an integer in 0..{}); fix "
+            "config.json",
+            source, x.dump(), INT32_MAX);
+      c.eos_token_ids.push_back(static_cast<int>(x.get<int64_t>()));
+    };
+    if (e.is_array())
+      for (const auto& x : e) add(x);
+    else if (!e.is_null())
+      add(e);
   }
   c.bos_token_id = int_field(cfg, "bos_token_id", -1, source);
 
