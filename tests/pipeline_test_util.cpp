@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -83,6 +84,27 @@ std::string write_prompts_file(const std::vector<std::vector<int>>& prompts) {
     out << "\n";
   }
   return path.string();
+}
+
+void expect_gpu_faults_end_the_job(const std::string& args, const std::string& label) {
+  const std::vector<std::pair<std::string, std::string>> faults = {
+      {"exit:1", "error: "},      {"hang:0", "hung or dead"}, {"hang:1", "hung or dead"},
+      {"oom:1", "out of memory"}, {"trap:0", "CUDA error"},
+  };
+  for (const auto& [fault, message] : faults) {
+    setenv("STRATA_PP_FAULT", fault.c_str(), 1);
+    std::string err;
+    double seconds = 0;
+    const int code = run_generate_bounded(args, &err, &seconds);
+    unsetenv("STRATA_PP_FAULT");
+    EXPECT_NE(code, 0) << fault;
+    EXPECT_NE(code, 124) << fault << ": the job did not end by itself";
+    EXPECT_LT(seconds, 60) << fault;
+    EXPECT_NE(err.find(message), std::string::npos) << fault << "\n" << err;
+    std::printf("[ %-8s ] fault %s: exit %d after %.1f s\n", label.c_str(), fault.c_str(), code,
+                seconds);
+    std::fflush(stdout);
+  }
 }
 
 double row_std(const std::vector<float>& row) {

@@ -32,6 +32,12 @@ void expect_same(const Generation& a, const Generation& b, double tolerance,
 // come out uneven (5 requests over 2, 3 or 4 stages).
 std::vector<std::vector<int>> pipeline_test_prompts(const Reference& ref);
 
+// `strata generate ARGS` with each GPU fault of STRATA_PP_FAULT in turn (process 1 exits, 0 or
+// 1 hangs, 1 runs out of memory, 0 traps in a kernel, after its first pass): every run ends by
+// itself, non-zero, within 60 s, with an error naming the cause. One line per fault, `label`
+// first.
+void expect_gpu_faults_end_the_job(const std::string& args, const std::string& label);
+
 // A logit row's standard deviation (bf16 tolerances are shares of it), and the gap between its
 // two largest values (a greedy step closer than the tolerance may pick either).
 double row_std(const std::vector<float>& row);

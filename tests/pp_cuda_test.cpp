@@ -171,24 +171,10 @@ TEST(PipelineCudaFlags, GpuSelectionAndClearErrors) {
 TEST(PipelineCudaFailures, FailingStageEndsTheJob) {
   std::string why;
   if (skip_without_gpus(2, &why)) GTEST_SKIP() << "GPU pipeline test skipped: " << why;
-  const std::vector<std::pair<std::string, std::string>> faults = {
-      {"exit:1", "error: "},      {"hang:0", "hung or dead"}, {"hang:1", "hung or dead"},
-      {"oom:1", "out of memory"}, {"trap:0", "CUDA error"},
-  };
-  for (const auto& [fault, message] : faults) {
-    setenv("STRATA_PP_FAULT", fault.c_str(), 1);
-    std::string err;
-    double seconds = 0;
-    const int code =
-        run_cuda_llama("--input-ids 1,2,3 --pp-size 2 --pp-timeout 10", &err, &seconds);
-    unsetenv("STRATA_PP_FAULT");
-    EXPECT_NE(code, 0) << fault;
-    EXPECT_NE(code, 124) << fault << ": the job did not end by itself";
-    EXPECT_LT(seconds, 60) << fault;
-    EXPECT_NE(err.find(message), std::string::npos) << fault << "\n" << err;
-    std::printf("[ pp cuda  ] fault %s: exit %d after %.1f s\n", fault.c_str(), code, seconds);
-    std::fflush(stdout);
-  }
+  expect_gpu_faults_end_the_job("--model " + fixture_dir("llama") +
+                                    " --device cuda --max-new-tokens 4 --input-ids 1,2,3 "
+                                    "--pp-size 2 --pp-timeout 10",
+                                "pp cuda");
 }
 
 }  // namespace strata::test
