@@ -46,108 +46,84 @@ inline int32_t quad(const QuantizedRows& x, int64_t r, int64_t b, int i) {
   return v;
 }
 
-// out[(gg * R + r) * 16 + lane] = sum over the blocks of group gg (of G adjacent groups, `stride`
-// bytes apart) for input rows r0..r0+R-1, one kernel per instruction set. G > 1 is for narrow
-// batches: one group is one sequential run of bytes, and one stream per core does not keep
-// enough misses in flight to reach the memory's rate (strata_membw: 2 streams on 2 cores read
-// ~2/3 of what 8 do); each group's sums are formed exactly as with G = 1.
+// out[r * 16 + lane] = sum over the group's blocks for input rows r0..r0+R-1, one kernel per
+// instruction set.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-template <int R, int G>
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void group_avx512(
-    const QuantizedRows& x, int64_t r0, const uint8_t* group, int64_t stride, float* out) {
-  __m512 acc[G][R];
-  for (int gg = 0; gg < G; ++gg)
-    for (int r = 0; r < R; ++r) acc[gg][r] = _mm512_setzero_ps();
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void group_avx512(const QuantizedRows& x,
+                                                                         int64_t r0,
+                                                                         const uint8_t* group,
+                                                                         float* out) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < x.blocks; ++b) {
     const uint8_t* tile = group + b * kBlockBytes;
-    for (int gg = 0; gg < G; ++gg)
-      for (int64_t line = 0; line < kBlockBytes; line += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(tile + gg * stride + kPrefetchBytes + line),
-                     _MM_HINT_T0);
+    for (int64_t line = 0; line < kBlockBytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(tile + kPrefetchBytes + line), _MM_HINT_T0);
     // Two sums per row over alternate tile rows: one chain of 16 dependent vpdpbusd would
     // bound a single row's decode by the instruction's latency.
-    __m512i dot[G][R][2];
-    for (int gg = 0; gg < G; ++gg)
-      for (int r = 0; r < R; ++r) dot[gg][r][0] = dot[gg][r][1] = _mm512_setzero_si512();
+    __m512i dot[R][2];
+    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm512_setzero_si512();
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
-      __m512i xq[R];
-      for (int r = 0; r < R; ++r) xq[r] = _mm512_set1_epi32(quad(x, r0 + r, b, i));
-      for (int gg = 0; gg < G; ++gg) {
-        const __m512i w = _mm512_loadu_si512(tile + gg * stride + i * kTileRowBytes);
-        for (int r = 0; r < R; ++r)
-          dot[gg][r][i % 2] = _mm512_dpbusd_epi32(dot[gg][r][i % 2], w, xq[r]);
-      }
+      const __m512i w = _mm512_loadu_si512(tile + i * kTileRowBytes);
+      for (int r = 0; r < R; ++r)
+        dot[r][i % 2] =
+            _mm512_dpbusd_epi32(dot[r][i % 2], w, _mm512_set1_epi32(quad(x, r0 + r, b, i)));
     }
-    for (int gg = 0; gg < G; ++gg) {
-      const __m512 sw =
-          _mm512_loadu_ps(reinterpret_cast<const float*>(tile + gg * stride + kTileBytes));
-      for (int r = 0; r < R; ++r) {
-        const int64_t at = (r0 + r) * x.blocks + b;
-        // The weights were stored + 128: take 128 * sum(x) back out of every lane.
-        const __m512i exact = _mm512_sub_epi32(_mm512_add_epi32(dot[gg][r][0], dot[gg][r][1]),
-                                               _mm512_set1_epi32(128 * x.sums[at]));
-        acc[gg][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact),
-                                     _mm512_mul_ps(sw, _mm512_set1_ps(x.scales[at])), acc[gg][r]);
-      }
+    const __m512 sw = _mm512_loadu_ps(reinterpret_cast<const float*>(tile + kTileBytes));
+    for (int r = 0; r < R; ++r) {
+      const int64_t at = (r0 + r) * x.blocks + b;
+      // The weights were stored + 128: take 128 * sum(x) back out of every lane.
+      const __m512i exact = _mm512_sub_epi32(_mm512_add_epi32(dot[r][0], dot[r][1]),
+                                             _mm512_set1_epi32(128 * x.sums[at]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact),
+                               _mm512_mul_ps(sw, _mm512_set1_ps(x.scales[at])), acc[r]);
     }
   }
-  for (int gg = 0; gg < G; ++gg)
-    for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + (gg * R + r) * kGroupRows, acc[gg][r]);
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * kGroupRows, acc[r]);
 }
 #pragma GCC diagnostic pop
 
 // The same with 256-bit vectors, each tile row as two halves of 8 weight rows. vpmaddubsw
 // multiplies unsigned by signed bytes into saturating 16-bit pairs, so the weights go in as
 // |w| and the activations take w's sign (|w| * |x| <= 127 * 127: a pair never saturates).
-template <int R, int G>
+template <int R>
 __attribute__((target("avx2,fma"))) void group_avx2(const QuantizedRows& x, int64_t r0,
-                                                    const uint8_t* group, int64_t stride,
-                                                    float* out) {
+                                                    const uint8_t* group, float* out) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[G][R][2];
-  for (int gg = 0; gg < G; ++gg)
-    for (int r = 0; r < R; ++r) acc[gg][r][0] = acc[gg][r][1] = _mm256_setzero_ps();
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < x.blocks; ++b) {
     const uint8_t* tile = group + b * kBlockBytes;
-    __m256i dot[G][R][2];
-    for (int gg = 0; gg < G; ++gg)
-      for (int r = 0; r < R; ++r) dot[gg][r][0] = dot[gg][r][1] = _mm256_setzero_si256();
-    for (int i = 0; i < 16; ++i) {
-      __m256i xq[R];
-      for (int r = 0; r < R; ++r) xq[r] = _mm256_set1_epi32(quad(x, r0 + r, b, i));
-      for (int gg = 0; gg < G; ++gg)
-        for (int h = 0; h < 2; ++h) {
-          // Stored w + 128; xor 0x80 gives w as a signed byte.
-          const __m256i w = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                                                 tile + gg * stride + i * kTileRowBytes + 32 * h)),
-                                             flip);
-          const __m256i w_abs = _mm256_abs_epi8(w);
-          for (int r = 0; r < R; ++r) {
-            const __m256i xs = _mm256_sign_epi8(xq[r], w);
-            dot[gg][r][h] = _mm256_add_epi32(
-                dot[gg][r][h], _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, xs), ones));
-          }
+    __m256i dot[R][2];
+    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
+    for (int i = 0; i < 16; ++i)
+      for (int h = 0; h < 2; ++h) {
+        // Stored w + 128; xor 0x80 gives w as a signed byte.
+        const __m256i w = _mm256_xor_si256(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + i * kTileRowBytes + 32 * h)),
+            flip);
+        const __m256i w_abs = _mm256_abs_epi8(w);
+        for (int r = 0; r < R; ++r) {
+          const __m256i xs = _mm256_sign_epi8(_mm256_set1_epi32(quad(x, r0 + r, b, i)), w);
+          dot[r][h] =
+              _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, xs), ones));
         }
-    }
-    for (int gg = 0; gg < G; ++gg) {
-      const float* sw = reinterpret_cast<const float*>(tile + gg * stride + kTileBytes);
-      for (int r = 0; r < R; ++r) {
-        const __m256 sx = _mm256_set1_ps(x.scales[(r0 + r) * x.blocks + b]);
-        for (int h = 0; h < 2; ++h)
-          acc[gg][r][h] =
-              _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[gg][r][h]),
-                              _mm256_mul_ps(_mm256_loadu_ps(sw + 8 * h), sx), acc[gg][r][h]);
       }
+    const float* sw = reinterpret_cast<const float*>(tile + kTileBytes);
+    for (int r = 0; r < R; ++r) {
+      const __m256 sx = _mm256_set1_ps(x.scales[(r0 + r) * x.blocks + b]);
+      for (int h = 0; h < 2; ++h)
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]),
+                                    _mm256_mul_ps(_mm256_loadu_ps(sw + 8 * h), sx), acc[r][h]);
     }
   }
-  for (int gg = 0; gg < G; ++gg)
-    for (int r = 0; r < R; ++r)
-      for (int h = 0; h < 2; ++h)
-        _mm256_storeu_ps(out + (gg * R + r) * kGroupRows + 8 * h, acc[gg][r][h]);
+  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < 2; ++h) _mm256_storeu_ps(out + r * kGroupRows + 8 * h, acc[r][h]);
 }
 
 // Any CPU: the definition the others are tested against.
@@ -171,42 +147,17 @@ void group_portable(const QuantizedRows& x, int64_t r0, int64_t rows, const uint
   }
 }
 
-// Groups a pass of `rows` input rows takes at once (the kernels' G): several for the narrowest
-// batches, within the registers (AVX-512: 32, AVX2: 16).
-int64_t groups_per_pass(Simd level, int64_t rows) {
-  if (level == Simd::Avx512) return rows == 1 ? 4 : rows == 2 ? 2 : 1;
-  if (level == Simd::Avx2) return rows == 1 ? 2 : 1;
-  return 1;
-}
-
-// `count` adjacent groups (at most groups_per_pass) against rows r0..r0+rows-1; out holds
-// count * rows * 16 sums, group by group.
 void group_product(Simd level, const QuantizedRows& x, int64_t r0, int64_t rows,
-                   const uint8_t* group, int64_t stride, int64_t count, float* out) {
-  if (level == Simd::Portable) {
-    for (int64_t gg = 0; gg < count; ++gg)
-      group_portable(x, r0, rows, group + gg * stride, out + gg * rows * kGroupRows);
-    return;
-  }
+                   const uint8_t* group, float* out) {
+  if (level == Simd::Portable) return group_portable(x, r0, rows, group, out);
   skinny::with_rows(rows, [&]<int R>() {
-    if (level == Simd::Avx512) {
-      if constexpr (R == 1)
-        if (count == 4) return group_avx512<1, 4>(x, r0, group, stride, out);
-      if constexpr (R == 2)
-        if (count == 2) return group_avx512<2, 2>(x, r0, group, stride, out);
-      for (int64_t gg = 0; gg < count; ++gg)
-        group_avx512<R, 1>(x, r0, group + gg * stride, stride, out + gg * R * kGroupRows);
-      return;
-    }
-    if constexpr (R == 1)
-      if (count == 2) return group_avx2<1, 2>(x, r0, group, stride, out);
-    for (int64_t gg = 0; gg < count; ++gg)
-      group_avx2<R, 1>(x, r0, group + gg * stride, stride, out + gg * R * kGroupRows);
+    if (level == Simd::Avx512) return group_avx512<R>(x, r0, group, out);
+    group_avx2<R>(x, r0, group, out);
   });
 }
 
 // The instruction set `simd` asks for, or the best below it that this CPU has (AMX-INT8 takes
-// only prefill shapes: see amx_product).
+// only prefill shapes: kernels/cpu/int8_amx.h).
 Simd resolve(Simd simd, int64_t m) {
   if ((simd == Simd::Best || simd == Simd::Amx) && m > kMaxChunkRows && amx::has_int8())
     return Simd::Amx;
@@ -261,20 +212,14 @@ void linear_int8(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t
     }
     return;
   }
-  // Decode (m <= 8) takes `per_pass` groups at once; prefill one group, in chunks of 8 rows.
-  const int64_t per_pass = groups_per_pass(level, std::min(m, kMaxChunkRows));
-  const int64_t passes = (last - first + per_pass - 1) / per_pass;
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < passes; ++p) {
-    const int64_t g0 = first + p * per_pass, count = std::min(per_pass, last - g0);
-    alignas(64) float out[4 * kMaxChunkRows * kGroupRows];
+  for (int64_t g = first; g < last; ++g) {
+    alignas(64) float out[kMaxChunkRows * kGroupRows];
+    const auto [lane0, lane1] = lanes(g);
     for (int64_t r0 = 0; r0 < m; r0 += kMaxChunkRows) {
       const int64_t rows = std::min(kMaxChunkRows, m - r0);
-      group_product(level, xq, r0, rows, w + g0 * stride, stride, count, out);
-      for (int64_t gg = 0; gg < count; ++gg) {
-        const auto [lane0, lane1] = lanes(g0 + gg);
-        write_rows(out + gg * rows * kGroupRows, r0, rows, g0 + gg, lane0, lane1, row0, n, bias, y);
-      }
+      group_product(level, xq, r0, rows, w + g * stride, out);
+      write_rows(out, r0, rows, g, lane0, lane1, row0, n, bias, y);
     }
   }
 }

@@ -91,9 +91,8 @@ TEST(CpuLinearInt8, EveryLevelComputesThePortableProduct) {
 
 // The AMX-INT8 prefill kernel computes the same integers as VNNI's and scales and sums them
 // with the same operations in the same order, so the two are equal bit for bit (on a CPU
-// without AMX, Simd::Amx falls back to VNNI and this holds trivially); so are the decode kernels
-// that take several weight groups a pass, against one group a pass at wider batches: a row's
-// product does not depend on its batch.
+// without AMX, Simd::Amx falls back to VNNI and this holds trivially); and a decode row's
+// product does not depend on its batch (1-8 rows), at every SIMD level.
 TEST(CpuLinearInt8, AmxEqualsVnniAndRowsAreBatchInvariant) {
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
