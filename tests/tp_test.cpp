@@ -50,8 +50,9 @@ TEST_P(TensorParallel, TwoRanksGiveTheIdsAndLogitsOfOneProcess) {
 // one-group norm, Falcon-H1's MLP: docs/tensor_parallel.md).
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel,
                          testing::Values("qwen2", "qwen3", "mistral_swa", "gemma3", "gpt_oss",
-                                         "deepseek_v2_lite", "nemotron_h", "bamba", "falcon_h1",
-                                         "lfm2", "qwen3_next"),
+                                         "deepseek_v2_lite", "deepseek_v3", "nemotron_h",
+                                         "nemotron_h_moe", "bamba", "falcon_h1", "lfm2",
+                                         "qwen3_next"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
