@@ -185,7 +185,9 @@ TEST_P(CudaInvariance, SharedPromptAndConversationFromTheCacheEqualUncached) {
 // (and land on them) equals one prefill: the state carried across passes.
 TEST_P(CudaInvariance, ChunkedPrefillEqualsWhole) {
   auto gpu = runner("cuda");
-  const auto& ids = ref_.input_ids.back();
+  const int prompt = routing_stable_prompt(ref_);
+  if (prompt < 0) GTEST_SKIP() << "every prompt has a routing near-tie";
+  const auto& ids = ref_.input_ids.at(prompt);
   const Tensor whole = prefill_all_logits(*gpu, ids);
   double tol = 0;
   {

@@ -74,7 +74,20 @@ Reference load_reference(const std::string& fixture) {
   }
   const json meta = read_json_file(dir + "/reference.json");
   ref.min_greedy_margin = meta.value("min_greedy_margin", 0.0);
+  if (std::filesystem::exists(dir + "/routing_margins.json")) {
+    const json margins = read_json_file(dir + "/routing_margins.json");
+    for (const json& p : margins.at("prompts"))
+      ref.min_routing_gap.push_back(p.at("min_gap").get<double>());
+    EXPECT_EQ(ref.min_routing_gap.size(), ref.input_ids.size()) << dir << "/routing_margins.json";
+  }
   return ref;
+}
+
+int routing_stable_prompt(const Reference& ref) {
+  constexpr double kRouterInputBf16Noise = 1e-3;
+  for (int i = static_cast<int>(ref.input_ids.size()) - 1; i >= 0; --i)
+    if (ref.min_routing_gap.empty() || ref.min_routing_gap.at(i) >= kRouterInputBf16Noise) return i;
+  return -1;
 }
 
 RunnerOptions default_options(int page_size, int max_requests) {

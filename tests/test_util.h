@@ -19,8 +19,18 @@ struct Reference {
   std::vector<std::vector<int>> input_ids, greedy_ids;
   std::vector<Tensor> logits, greedy_logits;
   double min_greedy_margin = 0;
+  // Per prompt, the smallest gap between a chosen and a left-out expert's router score in the
+  // f32 reference (routing_margins.json beside MoE fixtures: tools/routing_margins.py); empty
+  // where none was measured.
+  std::vector<double> min_routing_gap;
 };
 Reference load_reference(const std::string& fixture);
+
+// The longest prompt whose expert choices stand clear of bf16 noise (every routing gap at least
+// 1e-3; any prompt where no gaps were measured), or -1. A gap below the noise of a bf16 router
+// input flips the choice with the summation order of any kernel upstream, as it would in any
+// engine, so bf16 invariance checks (chunked = whole) use this prompt; f32 checks use them all.
+int routing_stable_prompt(const Reference& ref);
 
 RunnerOptions default_options(int page_size = 1, int max_requests = 8);
 

@@ -278,22 +278,26 @@ void linear_cases(std::vector<Case>& cases) {
   struct Shape {
     int64_t in, out;
   };
-  for (int64_t rows : {1, 37, 257})
-    for (Shape s : {Shape{64, 3}, Shape{257, 130}, Shape{1024, 96}})
-      for (int variant = 0; variant < 4; ++variant) {
+  for (int64_t rows : {1, 3, 8, 13, 37, 257})
+    for (Shape s : {Shape{64, 3}, Shape{257, 130}, Shape{1024, 96}, Shape{1288, 131}})
+      for (int variant = 0; variant < 5; ++variant) {
         // 0: plain f32 x; 1: strided bf16 x, accumulate, bias; 2: strided f32 x into a
-        // strided y, bias, accumulate; 3: bf16 x into a bf16 y, accumulate.
-        const DType xd = variant == 1 || variant == 3 ? BF16 : F32;
+        // strided y, bias, accumulate; 3: bf16 x into a bf16 y, accumulate; 4: a bf16 x view
+        // whose rows stay 16-byte aligned into a strided f32 y, accumulate (the residual add
+        // of o_proj and down_proj).
+        const DType xd = variant == 1 || variant == 3 || variant == 4 ? BF16 : F32;
         const DType yd = variant == 3 ? BF16 : F32;
-        const bool x_strided = variant == 1 || variant == 2, y_strided = variant == 2;
+        const bool x_strided = variant == 1 || variant == 2 || variant == 4,
+                   y_strided = variant == 2 || variant == 4;
         const bool acc = variant != 0, bias = variant == 1 || variant == 2;
+        const int64_t x_pad = variant == 4 ? 16 : 9, x_first = variant == 4 ? 8 : 4;
         add(cases,
             fmt::format("linear_r{}_in{}_out{}_x{}{}_y{}{}{}{}", rows, s.in, s.out, name(xd),
-                        x_strided ? "s" : "", name(yd), y_strided ? "s" : "", acc ? "_acc" : "",
-                        bias ? "_bias" : ""),
+                        x_strided ? (variant == 4 ? "a" : "s") : "", name(yd), y_strided ? "s" : "",
+                        acc ? "_acc" : "", bias ? "_bias" : ""),
             yd == BF16 ? 1e-2 : 1e-3, [=](Ops& ops, Rng& rng) {
-              const Tensor xb = put(ops, random({rows, s.in + (x_strided ? 9 : 0)}, rng), xd);
-              const Tensor x = x_strided ? xb.slice_cols(4, s.in) : xb;
+              const Tensor xb = put(ops, random({rows, s.in + (x_strided ? x_pad : 0)}, rng), xd);
+              const Tensor x = x_strided ? xb.slice_cols(x_first, s.in) : xb;
               const Tensor w =
                   put_weight(ops, random({s.out, s.in}, rng, 1.0f / std::sqrt(float(s.in))));
               const Tensor b = put(ops, random({s.out}, rng, 0.5f), F32);
@@ -323,7 +327,7 @@ void linear_cases(std::vector<Case>& cases) {
 
 void norm_act_cases(std::vector<Case>& cases) {
   for (int64_t rows : {1, 129})
-    for (int64_t width : {257, 4096})
+    for (int64_t width : {257, 1288, 4096, 8200})  // warp, register (2 and 4 slices), block
       for (DType out : {F32, BF16})
         for (float offset : {0.0f, 1.0f})
           add(cases,
@@ -349,6 +353,17 @@ void norm_act_cases(std::vector<Case>& cases) {
             ops.rms_norm(k, wk, 1e-6f, 1.0f, k);
             return Outputs{get(ops, qkv)};
           });
+  // Whole rows of bf16 views normalized in place: aligned for the register kernel's 8-byte
+  // accesses (column 8) and not (column 2, the block kernel's).
+  for (int64_t first : {8, 2})
+    add(cases, fmt::format("rms_norm_bf16_view_inplace_r5_w2048_at{}", first), 1e-2,
+        [=](Ops& ops, Rng& rng) {
+          Tensor xb = put(ops, random({5, 2048 + 10}, rng, 2.0f), BF16);
+          Tensor x = xb.slice_cols(first, 2048);
+          const Tensor w = put(ops, random({2048}, rng), BF16);
+          ops.rms_norm(x, w, 1e-5f, 0.0f, x);
+          return Outputs{get(ops, xb)};
+        });
   add(cases, "rms_norm_heads_bf16_inplace_r37_hd80", 1e-2, [](Ops& ops, Rng& rng) {
     Tensor x = put(ops, random({37, 240}, rng, 2.0f), BF16);
     const Tensor w = put(ops, random({80}, rng), F32);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <climits>
+#include <cstdint>
 
 #include "core/dummy_random.h"
 #include "kernels/cuda/cuda_check.h"
@@ -141,6 +142,73 @@ __global__ void rms_norm_block_kernel(View x, View w, int64_t groups, int width,
   const float inv = rsqrtf(block_sum(ss) / width + eps);
   for (int i = threadIdx.x; i < width; i += blockDim.x)
     store(out, oi + i, load(x, xi + i) * inv * (load(w, i) + offset));
+}
+
+// Four consecutive elements (i a multiple of 4, the row aligned to them): one 16-byte f32 or
+// 8-byte bf16 access instead of four.
+__device__ __forceinline__ float4 load4(const View& v, int64_t i) {
+  if (v.dtype == DType::BF16) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(v.data) + i);
+    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  }
+  return *reinterpret_cast<const float4*>(static_cast<const float*>(v.data) + i);
+}
+
+__device__ __forceinline__ void store4(const View& v, int64_t i, float4 x) {
+  if (v.dtype == DType::BF16) {
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(x.x, x.y), hi = __floats2bfloat162_rn(x.z, x.w);
+    uint2 raw;
+    raw.x = *reinterpret_cast<const uint32_t*>(&lo);
+    raw.y = *reinterpret_cast<const uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(static_cast<bf16*>(v.data) + i) = raw;
+  } else {
+    *reinterpret_cast<float4*>(static_cast<float*>(v.data) + i) = x;
+  }
+}
+
+constexpr int kRegisterNormThreads = 256, kRegisterNormSlices = 8;  // rows up to 8192 wide
+
+// One block per whole row, the row held in registers between the sum of squares and the
+// scaling: x is read once, 4 elements per access. At batch 1 the norm is a latency (the
+// two-pass block kernel took 6.1 us on a 4096-wide row), so fewer, wider loads are the point.
+__global__ void __launch_bounds__(kRegisterNormThreads)
+    rms_norm_register_kernel(View x, View w, int width, float eps, float offset, View out) {
+  const int64_t r = blockIdx.x;
+  float4 v[kRegisterNormSlices];
+  float ss = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kRegisterNormSlices; ++s) {
+    const int c = (s * kRegisterNormThreads + threadIdx.x) * 4;
+    v[s] = c < width ? load4(x, r * x.stride + c) : make_float4(0, 0, 0, 0);
+    ss += v[s].x * v[s].x + v[s].y * v[s].y + v[s].z * v[s].z + v[s].w * v[s].w;
+  }
+  const float inv = rsqrtf(block_sum(ss) / width + eps);
+#pragma unroll
+  for (int s = 0; s < kRegisterNormSlices; ++s) {
+    const int c = (s * kRegisterNormThreads + threadIdx.x) * 4;
+    if (c >= width) break;
+    const float4 g = load4(w, c);
+    store4(out, r * out.stride + c,
+           make_float4(v[s].x * inv * (g.x + offset), v[s].y * inv * (g.y + offset),
+                       v[s].z * inv * (g.z + offset), v[s].w * inv * (g.w + offset)));
+  }
+}
+
+bool aligned_to(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// Whether rms_norm_register_kernel takes these rows: whole rows of at most 8192, every row
+// start aligned for 4-element accesses.
+bool rows_fit_register_norm(const View& x, const View& w, const View& out, int64_t groups,
+                            int width) {
+  auto fits = [](const View& v) {
+    return aligned_to(v.data, 4 * (v.dtype == DType::BF16 ? 2 : 4)) && v.stride % 4 == 0;
+  };
+  return groups == 1 && width % 4 == 0 && width <= kRegisterNormThreads * kRegisterNormSlices * 4 &&
+         fits(x) && fits(out) && aligned_to(w.data, 4 * (w.dtype == DType::BF16 ? 2 : 4));
 }
 
 // Block row = blockIdx.x (no 64-bit division per element); columns spread over blockIdx.y.
@@ -380,6 +448,10 @@ void rms_norm_2d(View x, const void* w, DType w_dtype, int64_t rows, int64_t gro
     constexpr int kWarps = 8;
     rms_norm_warp_kernel<<<grid_for(items, kWarps), 32 * kWarps, 0, stream>>>(
         x, wv, items, groups, width, eps, offset, out);
+  } else if (rows_fit_register_norm(x, wv, out, groups, width)) {
+    if (items > INT_MAX) throw_error("rms_norm: too many rows for one launch");
+    rms_norm_register_kernel<<<static_cast<unsigned>(items), kRegisterNormThreads, 0, stream>>>(
+        x, wv, width, eps, offset, out);
   } else {
     if (items > INT_MAX) throw_error("rms_norm: too many rows for one launch");
     rms_norm_block_kernel<<<static_cast<unsigned>(items), threads_for_row(width), 0, stream>>>(
