@@ -86,7 +86,8 @@ Reference load_reference(const std::string& fixture) {
 int routing_stable_prompt(const Reference& ref) {
   constexpr double kRouterInputBf16Noise = 1e-3;
   for (int i = static_cast<int>(ref.input_ids.size()) - 1; i >= 0; --i)
-    if (ref.min_routing_gap.empty() || ref.min_routing_gap.at(i) >= kRouterInputBf16Noise) return i;
+    if (ref.min_routing_gap.empty() || ref.min_routing_gap.at(i) >= kRouterInputBf16Noise)
+      return ref.input_ids[i].size() > 1 ? i : -1;  // one token has nothing to chunk
   return -1;
 }
 

@@ -27,9 +27,10 @@ struct Reference {
 Reference load_reference(const std::string& fixture);
 
 // The longest prompt whose expert choices stand clear of bf16 noise (every routing gap at least
-// 1e-3; any prompt where no gaps were measured), or -1. A gap below the noise of a bf16 router
-// input flips the choice with the summation order of any kernel upstream, as it would in any
-// engine, so bf16 invariance checks (chunked = whole) use this prompt; f32 checks use them all.
+// 1e-3; any prompt where no gaps were measured), or -1 when that is a single token. A gap below the
+// noise of a bf16 router input flips the choice with the summation order of any kernel upstream, as
+// it would in any engine, so bf16 invariance checks (chunked = whole) use this prompt; f32 checks
+// use them all.
 int routing_stable_prompt(const Reference& ref);
 
 RunnerOptions default_options(int page_size = 1, int max_requests = 8);
