@@ -196,21 +196,6 @@ __global__ void __launch_bounds__(kRegisterNormThreads)
   }
 }
 
-bool aligned_to(const void* p, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
-// Whether rms_norm_register_kernel takes these rows: whole rows of at most 8192, every row
-// start aligned for 4-element accesses.
-bool rows_fit_register_norm(const View& x, const View& w, const View& out, int64_t groups,
-                            int width) {
-  auto fits = [](const View& v) {
-    return aligned_to(v.data, 4 * (v.dtype == DType::BF16 ? 2 : 4)) && v.stride % 4 == 0;
-  };
-  return groups == 1 && width % 4 == 0 && width <= kRegisterNormThreads * kRegisterNormSlices * 4 &&
-         fits(x) && fits(out) && aligned_to(w.data, 4 * (w.dtype == DType::BF16 ? 2 : 4));
-}
-
 // Block row = blockIdx.x (no 64-bit division per element); columns spread over blockIdx.y.
 __global__ void gated_act_kernel(View gu, Act act, int64_t width, View out) {
   const int64_t r = blockIdx.x;
@@ -380,6 +365,17 @@ size_t elem_size(DType t) {
   return t == DType::BF16 ? 2 : 4;
 }
 
+// Whether rms_norm_register_kernel takes these rows: whole rows of at most 8192, every row
+// start aligned for 4-element accesses.
+bool rows_fit_register_norm(const View& x, const View& w, const View& out, int64_t groups,
+                            int width) {
+  auto aligned4 = [](const View& v) {
+    return reinterpret_cast<uintptr_t>(v.data) % (4 * elem_size(v.dtype)) == 0;
+  };
+  return groups == 1 && width % 4 == 0 && width <= kRegisterNormThreads * kRegisterNormSlices * 4 &&
+         aligned4(x) && x.stride % 4 == 0 && aligned4(out) && out.stride % 4 == 0 && aligned4(w);
+}
+
 }  // namespace
 
 void copy_2d(View src, View dst, int64_t rows, int64_t cols, cudaStream_t stream) {
@@ -448,12 +444,12 @@ void rms_norm_2d(View x, const void* w, DType w_dtype, int64_t rows, int64_t gro
     constexpr int kWarps = 8;
     rms_norm_warp_kernel<<<grid_for(items, kWarps), 32 * kWarps, 0, stream>>>(
         x, wv, items, groups, width, eps, offset, out);
+  } else if (items > INT_MAX) {
+    throw_error("rms_norm: too many rows for one launch");
   } else if (rows_fit_register_norm(x, wv, out, groups, width)) {
-    if (items > INT_MAX) throw_error("rms_norm: too many rows for one launch");
     rms_norm_register_kernel<<<static_cast<unsigned>(items), kRegisterNormThreads, 0, stream>>>(
         x, wv, width, eps, offset, out);
   } else {
-    if (items > INT_MAX) throw_error("rms_norm: too many rows for one launch");
     rms_norm_block_kernel<<<static_cast<unsigned>(items), threads_for_row(width), 0, stream>>>(
         x, wv, groups, width, eps, offset, out);
   }
