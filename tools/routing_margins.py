@@ -8,7 +8,8 @@ sigmoid + correction bias for `noaux_tc`). The smallest gap of each prompt goes 
 `routing_margins.json` in the fixture directory. A gap below the bf16 noise of the router's
 input (about 1e-3 on these scores) flips with any change of summation order upstream, so the
 bf16 invariance tests (chunked = whole on the GPU) skip such prompts
-(tests/test_util.h: routing_stable_prompt).
+(tests/test_util.h: routing_stable_prompt). tools/bf16_sensitivity.py prints a cruder margin
+(raw router logits, no scoring or groups) beside its bf16 run; this one is what the tests read.
   python3 tools/routing_margins.py tests/data/models/deepseek_v2_lite [OUT_DIR]
 """
 import json
@@ -34,19 +35,41 @@ gaps = []  # per router call: [tokens]
 def record(router, args):
     h = args[0].reshape(-1, args[0].shape[-1]).float()
     logits = h @ router.weight.float().t()
-    if getattr(cfg, "topk_method", "") == "noaux_tc":
-        scores = logits.sigmoid() + router.e_score_correction_bias.float()
-    else:
-        scores = logits.softmax(-1)
+    bias = getattr(router, "e_score_correction_bias", None)
+    if bias is None:  # DeepSeek-V2's greedy top-k over softmax scores
+        gaps.append(top_k_gap(logits.softmax(-1), top_k))
+        return
+    # DeepSeek-V3's noaux_tc: sigmoid scores + the correction bias; with groups, the best
+    # topk_group groups by the sum of their two best scores first, then top-k inside them. The
+    # choice is as close to flipping as the nearer of the two boundaries.
+    scores = logits.sigmoid() + bias.float()
+    groups, keep = getattr(cfg, "n_group", 1) or 1, getattr(cfg, "topk_group", 1) or 1
+    if groups == 1:
+        gaps.append(top_k_gap(scores, top_k))
+        return
+    by_group = scores.view(scores.shape[0], groups, -1)
+    group_scores = by_group.topk(2, dim=-1).values.sum(-1)
+    chosen = group_scores.topk(keep, dim=-1).indices
+    mask = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, chosen, True)
+    inside = by_group.masked_fill(~mask.unsqueeze(-1), float("-inf")).flatten(1)
+    gaps.append(torch.minimum(top_k_gap(group_scores, keep), top_k_gap(inside, top_k)))
+
+
+def top_k_gap(scores, k):
+    """Per row, the k-th best score less the (k+1)-th (infinite where nothing is left out)."""
+    if k >= scores.shape[-1]:
+        return torch.full(scores.shape[:-1], float("inf"))
     ranked = scores.sort(-1, descending=True).values
-    gaps.append(ranked[:, top_k - 1] - ranked[:, top_k])
+    return ranked[:, k - 1] - ranked[:, k]
 
 
+scoring = "greedy"
 for name, module in model.named_modules():
     if name.endswith("mlp.gate") and hasattr(module, "weight"):
         module.register_forward_pre_hook(record)
-result = {"tool": "tools/routing_margins.py", "top_k": top_k,
-          "scoring": getattr(cfg, "topk_method", "greedy"), "prompts": []}
+        if getattr(module, "e_score_correction_bias", None) is not None:
+            scoring = "noaux_tc"
+result = {"tool": "tools/routing_margins.py", "top_k": top_k, "scoring": scoring, "prompts": []}
 for i, ids in enumerate(prompts):
     gaps.clear()
     with torch.no_grad():
