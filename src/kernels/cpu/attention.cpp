@@ -6,6 +6,27 @@
 
 namespace strata::cpu {
 
+namespace {
+
+// q . k over n floats as 16 interleaved partial sums added in a fixed tree at the end: the
+// lanes are independent, so the compiler keeps them in vector registers of whatever width the
+// build targets and the result is the same bit for bit on every CPU. (One running sum was a
+// chain of n dependent adds: at 128 wide, about 500 cycles a key, 10% of an int8 decode step.)
+float dot(const float* q, const float* k, int n) {
+  constexpr int kLanes = 16;
+  float lanes[kLanes] = {};
+  int d = 0;
+  for (; d + kLanes <= n; d += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += q[d + l] * k[d + l];
+  for (int width = kLanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  float s = lanes[0];
+  for (; d < n; ++d) s += q[d] * k[d];
+  return s;
+}
+
+}  // namespace
+
 void attend_range(const float* q, const PagedKV& kv, int kv_head, const int32_t* slots, int begin,
                   int end, const ScoreParams& p, float* scores, float* out, float* lse) {
   const int dk = kv.k_head_dim, dv = kv.v_head_dim;
@@ -17,9 +38,7 @@ void attend_range(const float* q, const PagedKV& kv, int kv_head, const int32_t*
   float max_score = -std::numeric_limits<float>::infinity();
   for (int j = begin; j < end; ++j) {
     const float* k = kv.k + static_cast<int64_t>(slots[j]) * kv.k_row_stride + kv_head * dk;
-    float s = 0.0f;
-    for (int d = 0; d < dk; ++d) s += q[d] * k[d];
-    s *= p.scale;
+    float s = dot(q, k, dk) * p.scale;
     if (p.softcap > 0.0f) s = p.softcap * std::tanh(s / p.softcap);
     scores[j - begin] = s;
     max_score = std::max(max_score, s);
