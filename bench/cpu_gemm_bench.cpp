@@ -43,6 +43,8 @@ const char* simd_name(Simd s) {
       return "best";
     case Simd::Amx:
       return "amx";
+    case Simd::Avx512Bf16:
+      return "avx512_bf16";
     case Simd::Avx512:
       return "avx512";
     case Simd::Avx2:
@@ -102,14 +104,16 @@ int main(int argc, char** argv) {
       for (float& v : x) v = dist(rng);
       time_case("f32", Simd::Best, s, m, 4.0 * s.n * s.k, calls,
                 [&] { strata::cpu::linear(x.data(), m, s.k, w.data(), s.n, nullptr, y.data()); });
-      for (Simd simd : {Simd::Amx, Simd::Avx512, Simd::Avx2}) {
+      for (Simd simd : {Simd::Amx, Simd::Avx512Bf16, Simd::Avx512, Simd::Avx2}) {
         // Levels this CPU lacks fall back to the next (the kernels' rule): not timed twice.
         if (simd != Simd::Avx2 && !__builtin_cpu_supports("avx512f")) continue;
+        if (simd == Simd::Avx512Bf16 && !__builtin_cpu_supports("avx512bf16")) continue;
         if (simd == Simd::Amx && m <= 8) continue;  // AMX takes only prefill shapes
         if (simd != Simd::Amx)
           time_case("bf16", simd, s, m, 2.0 * s.n * s.k, calls, [&] {
             strata::cpu::linear_bf16(x.data(), m, s.k, w_bf16.data(), s.n, nullptr, y.data(), simd);
           });
+        if (simd == Simd::Avx512Bf16) continue;  // int8 takes it as Avx512 (VNNI)
         time_case("int8", simd, s, m, static_cast<double>(w_q8.size()), calls, [&] {
           strata::cpu::linear_int8(x.data(), m, s.k, w_q8.data(), 0, s.n, nullptr, y.data(), simd);
         });

@@ -12,15 +12,16 @@ namespace strata::cpu {
 void linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias,
             float* y);
 
-// The same with bf16 weights (`w` holds bf16 bit patterns), f32 inputs and sums: each weight is
-// widened to f32 exactly as it is read, so the result is the f32 product with the rounded
-// weights. Decode shapes (up to 8 rows) stream the weight once for all rows with AVX-512 or
-// AVX2 where the CPU has them (a portable loop elsewhere); larger ones widen panels of weight
-// rows to f32 and hand them to OpenBLAS.
+// The same with bf16 weights (`w` holds bf16 bit patterns), f32 inputs and sums: the result is
+// the f32 product with the rounded weights (the vdpbf16ps kernel to ~1e-5 relative, its inputs
+// carried as two bf16 parts). With AVX512_BF16 one kernel takes every shape; elsewhere decode
+// shapes (up to 8 rows) stream the weight once for all rows with AVX-512 or AVX2 FMAs (a
+// portable loop without either) and larger ones widen panels of weight rows to f32 for
+// OpenBLAS.
 // `simd` caps the instruction set the kernels use (tests run every level; one this CPU lacks
-// falls back to the next below it). Amx is for int8 prefill shapes (AMX-INT8 tiles); as a cap
-// for anything else it means Avx512.
-enum class Simd { Best, Amx, Avx512, Avx2, Portable };
+// falls back to the next below it). Amx is for int8 prefill shapes (AMX-INT8 tiles) and
+// Avx512Bf16 for bf16 weights (vdpbf16ps); as a cap for anything else each means Avx512.
+enum class Simd { Best, Amx, Avx512Bf16, Avx512, Avx2, Portable };
 void linear_bf16(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n,
                  const float* bias, float* y, Simd simd = Simd::Best);
 

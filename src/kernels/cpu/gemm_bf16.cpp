@@ -1,6 +1,8 @@
-// cpu::linear_bf16 (gemm.h): bf16 weights, f32 activations and sums. A bf16 value is the upper
-// half of an f32, so widening is a 16-bit shift: decode reads half the bytes of the f32 path
-// and does the same FMAs.
+// cpu::linear_bf16 (gemm.h): bf16 weights, f32 activations and sums. CPUs with AVX512_BF16
+// multiply bf16 pairs directly (`vdpbf16ps`, the activations as two bf16 parts, every row count
+// through one kernel: gemm_bf16_dot.cpp). The others widen the weights (a bf16 value is the
+// upper half of an f32: a 16-bit shift) for the FMA kernels below or, past 8 rows, for
+// OpenBLAS's sgemm.
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -10,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16_dot.h"
 #include "kernels/cpu/skinny_gemm.h"
 
 namespace strata::cpu {
@@ -125,12 +128,22 @@ void skinny_avx2(const float* x, int64_t k, const uint16_t* w, int64_t n, float*
   for (int64_t j = blocks * J; j < n; ++j) rows_avx2<R, 1>(xs, x, k, w, j, n, y);
 }
 
+enum class Level { Dot, Avx512, Avx2, Portable };
+
+// The instruction set `simd` asks for, or the best below it that this CPU has.
+Level resolve(Simd simd) {
+  const bool above_avx512 = simd == Simd::Best || simd == Simd::Amx || simd == Simd::Avx512Bf16;
+  if (above_avx512 && bf16_dot::available()) return Level::Dot;
+  if ((above_avx512 || simd == Simd::Avx512) && has_avx512()) return Level::Avx512;
+  if (simd != Simd::Portable && skinny::has_avx2_fma()) return Level::Avx2;
+  return Level::Portable;
+}
+
 void decode_rows(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y,
-                 Simd simd) {
+                 Level level) {
   skinny::with_rows(m, [&]<int R>() {
-    if ((simd == Simd::Best || simd == Simd::Amx || simd == Simd::Avx512) && has_avx512())
-      return skinny_avx512<R>(x, k, w, n, y);
-    if (simd != Simd::Portable && skinny::has_avx2_fma()) return skinny_avx2<R>(x, k, w, n, y);
+    if (level == Level::Avx512) return skinny_avx512<R>(x, k, w, n, y);
+    if (level == Level::Avx2) return skinny_avx2<R>(x, k, w, n, y);
     skinny::portable(x, R, k, w, n, y);
   });
 }
@@ -142,7 +155,9 @@ void linear_bf16(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_
   if (m == 0 || n == 0) return;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) y[i * n + j] = bias ? bias[j] : 0.0f;
-  if (m <= kMaxSkinnyRows) return decode_rows(x, m, k, w, n, y, simd);
+  const Level level = resolve(simd);
+  if (level == Level::Dot) return bf16_dot::linear(x, m, k, w, n, y);
+  if (m <= kMaxSkinnyRows) return decode_rows(x, m, k, w, n, y, level);
   // Prefill: panels of weight rows widened to f32 (about 4 MiB each, so a panel is still in
   // cache when sgemm reads it), each multiplied by all of x; the OpenMP threads take panels in
   // turn, each widening its own and running sgemm on it single-threaded (one thread pool:

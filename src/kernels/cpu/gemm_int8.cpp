@@ -161,7 +161,9 @@ void group_product(Simd level, const QuantizedRows& x, int64_t r0, int64_t rows,
 Simd resolve(Simd simd, int64_t m) {
   if ((simd == Simd::Best || simd == Simd::Amx) && m > kMaxChunkRows && amx::has_int8())
     return Simd::Amx;
-  if ((simd == Simd::Best || simd == Simd::Amx || simd == Simd::Avx512) && has_avx512_vnni())
+  if ((simd == Simd::Best || simd == Simd::Amx || simd == Simd::Avx512Bf16 ||
+       simd == Simd::Avx512) &&
+      has_avx512_vnni())
     return Simd::Avx512;
   if (simd != Simd::Portable && skinny::has_avx2_fma()) return Simd::Avx2;
   return Simd::Portable;

@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/cpu/gemm_bf16_dot.h"
 
 namespace strata::cpu {
 namespace {
@@ -38,15 +40,17 @@ TEST(CpuLinear, MatchesReferenceOnAwkwardSizes) {
   }
 }
 
-// linear_bf16 against the same double-precision product over the bf16-rounded weights, at
-// every instruction-set level (the ones this CPU lacks fall back to the next, still tested).
+// linear_bf16 against the double-precision product over the bf16-rounded weights, at every
+// instruction-set level (the ones this CPU lacks fall back to the next, still tested): k below,
+// at and past the 32-column vdpbf16ps step (masked tails), n and m that leave remainders after
+// the 4 x 4 prefill tiles and the decode passes.
 TEST(CpuLinearBf16, MatchesTheProductWithRoundedWeightsAtEveryLevel) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (Simd simd : {Simd::Best, Simd::Avx512, Simd::Avx2, Simd::Portable})
+  for (Simd simd : {Simd::Best, Simd::Avx512Bf16, Simd::Avx512, Simd::Avx2, Simd::Portable})
     for (int64_t m : {1, 2, 4, 7, 8, 9, 33}) {
       for (auto [k, n] :
-           {std::pair<int64_t, int64_t>{1, 1}, {15, 3}, {16, 5}, {37, 129}, {300, 67}}) {
+           {std::pair<int64_t, int64_t>{1, 1}, {15, 3}, {16, 5}, {37, 129}, {64, 9}, {300, 67}}) {
         std::vector<float> x(m * k), bias(n), y(m * n, 123.0f);
         std::vector<uint16_t> w(n * k);
         for (float& e : x) e = dist(rng);
@@ -63,6 +67,63 @@ TEST(CpuLinearBf16, MatchesTheProductWithRoundedWeightsAtEveryLevel) {
           }
       }
     }
+}
+
+// The inputs' two bf16 parts are f32_to_bf16's, bit for bit, in the vector form and the scalar
+// one (ties to even, carries into the exponent, infinities, NaNs, denormals), and together they
+// stand within 2^-16 of any input whose lo part is still a normal number.
+TEST(CpuLinearBf16, SplitsInputsIntoTwoBf16Parts) {
+  std::mt19937 rng(5);
+  std::vector<uint32_t> patterns = {0x00000000u, 0x80000000u, 0x00008000u, 0x00018000u,
+                                    0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f800000u,
+                                    0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffffffffu,
+                                    0x00000001u, 0x807fffffu, 0x3f7fffffu, 0x3f80c000u};
+  for (int i = 0; i < 4000; ++i) patterns.push_back(rng());
+  std::vector<float> x(patterns.size());
+  std::memcpy(x.data(), patterns.data(), x.size() * sizeof(float));
+  std::vector<uint16_t> hi(x.size()), lo(x.size());
+  bf16_dot::split_to_bf16(x.data(), static_cast<int64_t>(x.size()), hi.data(), lo.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(hi[i], f32_to_bf16(x[i])) << "pattern 0x" << std::hex << patterns[i];
+    const bool finite = std::isfinite(bf16_to_f32(hi[i]));
+    ASSERT_EQ(lo[i], finite ? f32_to_bf16(x[i] - bf16_to_f32(hi[i])) : 0)
+        << "pattern 0x" << std::hex << patterns[i];
+    if (finite && std::fabs(x[i]) > 0x1p-100f) {  // lo stays a normal number
+      ASSERT_LE(std::fabs(double(bf16_to_f32(hi[i])) + bf16_to_f32(lo[i]) - x[i]),
+                std::ldexp(std::fabs(double(x[i])), -16))
+          << "pattern 0x" << std::hex << patterns[i];
+    }
+  }
+}
+
+// With vdpbf16ps one kernel takes every row count and sums every output in one order, so a row
+// of a prefill (more than 8 rows, 4 x 4 tiles, blocks of rows) equals that row decoded alone,
+// bit for bit: chunked prefill, batched decode and single decode agree exactly.
+TEST(CpuLinearBf16, Vdpbf16psRowsDoNotDependOnTheRowCount) {
+  if (!bf16_dot::available()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{40, 7}, {300, 67}, {2100, 130}}) {
+    const int64_t max_m = 70;  // past one 256 KiB block of rows at k = 2100
+    std::vector<float> x(max_m * k);
+    std::vector<uint16_t> w(n * k);
+    for (float& e : x) e = dist(rng);
+    for (uint16_t& e : w) e = f32_to_bf16(dist(rng));
+    auto product = [&](const float* rows, int64_t m) {
+      std::vector<float> y(m * n);
+      linear_bf16(rows, m, k, w.data(), n, nullptr, y.data(), Simd::Avx512Bf16);
+      return y;
+    };
+    std::vector<std::vector<float>> alone;
+    for (int64_t r = 0; r < max_m; ++r) alone.push_back(product(x.data() + r * k, 1));
+    for (int64_t m : {2, 3, 5, 8, 9, 13, 33, 70}) {
+      const std::vector<float> batch = product(x.data(), m);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(batch[r * n + j], alone[r][j])
+              << "m " << m << " row " << r << " k " << k << " col " << j;
+    }
+  }
 }
 
 // A decode row's output does not depend on the batch it is in: row r of a 1-8 row product
@@ -88,7 +149,7 @@ TEST(CpuLinear, DecodeRowsAreBatchInvariant) {
       return y;
     };
     for (int kind : {0, 1})
-      for (Simd simd : {Simd::Best, Simd::Avx2, Simd::Portable}) {
+      for (Simd simd : {Simd::Best, Simd::Avx512Bf16, Simd::Avx512, Simd::Avx2, Simd::Portable}) {
         if (kind == 0 && simd != Simd::Best) continue;  // f32 has one decode kernel
         for (int64_t m = 1; m <= 8; ++m) {
           const std::vector<float> batch = product(kind, simd, x.data(), m);

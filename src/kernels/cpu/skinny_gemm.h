@@ -3,6 +3,7 @@
 // y[r, j] += x[r, :] . w[j, :] for R <= 8 rows, each weight row read once for all the rows, the
 // weight rows split across the OpenMP threads. Internal to kernels/cpu.
 #include <immintrin.h>
+#include <omp.h>
 
 #include <cstdint>
 
@@ -36,17 +37,24 @@ __attribute__((target("avx2,fma"))) inline __m256 load8(const uint16_t* p) {
 // the batch it is decoded in. J > 1 is for narrow batches: one row alone was a single chain of
 // dependent FMAs (bf16: 16 bytes of weights per FMA latency, below the memory's rate); four
 // weight rows at once are four chains and four weight streams in flight.
+//
+// The J weight rows are j0 + jj * row_step; each step asks for the same columns of the row after
+// each of them, into L2 (see avx2 below for why).
 template <int R, int J, typename W>
 __attribute__((target("avx2,fma"))) inline void rows_avx2(const float* x, int64_t k, const W* w,
-                                                          int64_t j0, int64_t n, float* y) {
+                                                          int64_t j0, int64_t n, float* y,
+                                                          int64_t row_step = 1) {
   __m256 acc[J][R];
   for (int jj = 0; jj < J; ++jj)
     for (int r = 0; r < R; ++r) acc[jj][r] = _mm256_setzero_ps();
   const W* wj = w + j0 * k;
+  const int64_t ws = row_step * k;
   int64_t i = 0;
   for (; i + 8 <= k; i += 8)
     for (int jj = 0; jj < J; ++jj) {
-      const __m256 wv = load8(wj + jj * k + i);
+      if (i % (64 / sizeof(W)) == 0)  // once a cache line
+        _mm_prefetch(reinterpret_cast<const char*>(wj + jj * ws + i + k), _MM_HINT_T1);
+      const __m256 wv = load8(wj + jj * ws + i);
       for (int r = 0; r < R; ++r)
         acc[jj][r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * k + i), acc[jj][r]);
     }
@@ -57,19 +65,25 @@ __attribute__((target("avx2,fma"))) inline void rows_avx2(const float* x, int64_
       s = _mm_hadd_ps(s, s);
       s = _mm_hadd_ps(s, s);
       float v = _mm_cvtss_f32(s);
-      for (int64_t t = i; t < k; ++t) v += widen(wj[jj * k + t]) * x[r * k + t];
-      y[r * n + j0 + jj] += v;
+      for (int64_t t = i; t < k; ++t) v += widen(wj[jj * ws + t]) * x[r * k + t];
+      y[r * n + j0 + jj * row_step] += v;
     }
 }
 
+// The J weight rows of a pass are J long streams, not J neighbours: each thread cuts its rows
+// into J runs and walks them side by side, row after row, so a hardware prefetcher follows each
+// run across rows (J neighbouring rows were J streams one or two 4 KiB pages long each).
 template <int R, typename W>
 __attribute__((target("avx2,fma"))) void avx2(const float* x, int64_t k, const W* w, int64_t n,
                                               float* y) {
   constexpr int J = R == 1 ? 4 : R == 2 ? 2 : 1;  // J * R <= 8 of the 16 registers
-  const int64_t blocks = n / J;
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) rows_avx2<R, J>(x, k, w, b * J, n, y);
-  for (int64_t j = blocks * J; j < n; ++j) rows_avx2<R, 1>(x, k, w, j, n, y);
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t a = n * t / threads, b = n * (t + 1) / threads, run = (b - a) / J;
+    for (int64_t j = a; j < a + run; ++j) rows_avx2<R, J>(x, k, w, j, n, y, run);
+    for (int64_t j = a + run * J; j < b; ++j) rows_avx2<R, 1>(x, k, w, j, n, y);
+  }
 }
 
 // Any CPU, any row count.

@@ -1,0 +1,174 @@
+// The AVX512_BF16 kernels of gemm_bf16_dot.h. One kernel, dot_rows<R, J>, serves every shape:
+// J weight rows against R input rows, R * J accumulators. Decode (up to 8 rows) streams each
+// weight row once for all its rows; prefill walks blocks of input rows that stay in L2, and for
+// each group of 4 weight rows (16 KiB at k = 2048, in L1) takes the block's rows 4 at a time.
+#include "kernels/cpu/gemm_bf16_dot.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/cpu/skinny_gemm.h"
+
+namespace strata::cpu::bf16_dot {
+
+bool available() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
+namespace {
+
+// (GCC 12 warns inside its own AVX-512 intrinsics, whose masked forms start from undefined
+// registers: a known false positive, silenced for these kernels only.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// Sixteen f32 as bf16 bits in the low halves of 32-bit lanes, rounded as f32_to_bf16 rounds
+// (vcvtneps2bf16 would flush denormals).
+__attribute__((target("avx512f,avx512bw"))) inline __m512i round16(__m512i v) {
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(v, 16), _mm512_set1_epi32(1));
+  const __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(v, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(v, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  return _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7fc0));
+}
+
+// split_to_bf16 for sixteen values: the scalar rule below, lane by lane.
+__attribute__((target("avx512f,avx512bw"))) void split16(const float* x, uint16_t* hi,
+                                                         uint16_t* lo) {
+  const __m512i v = _mm512_loadu_si512(x);
+  const __m512i h = round16(v);
+  const __m512 rest =
+      _mm512_sub_ps(_mm512_castsi512_ps(v), _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
+  const __mmask16 finite = _mm512_cmplt_epu32_mask(_mm512_and_si512(h, _mm512_set1_epi32(0x7fff)),
+                                                   _mm512_set1_epi32(0x7f80));
+  const __m512i l = _mm512_maskz_mov_epi32(finite, round16(_mm512_castps_si512(rest)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi), _mm512_cvtepi32_epi16(h));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo), _mm512_cvtepi32_epi16(l));
+}
+
+// y[r * n + j] += x[r, :] . w[j, :] for r < R and the J weight rows j = j0 + jj * row_step, x's
+// row r as its two bf16 parts (x + 2 r k: hi, then lo), each step adding hi's products and then
+// lo's: 32 columns a step, the tail of k as one masked step (zeros past k add nothing). Each step
+// also asks for the same columns of the row after each weight row, into L2: decode passes read row
+// j + 1 of every stream next (see decode below).
+template <int R, int J>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void dot_rows(
+    const uint16_t* x, int64_t k, const uint16_t* w, int64_t j0, int64_t n, float* y,
+    int64_t row_step = 1) {
+  __m512 acc[J][R];
+  for (int jj = 0; jj < J; ++jj)
+    for (int r = 0; r < R; ++r) acc[jj][r] = _mm512_setzero_ps();
+  const uint16_t* wj = w + j0 * k;
+  const int64_t ws = row_step * k;  // between the J weight rows
+  int64_t i = 0;
+  for (; i + 32 <= k; i += 32)
+    for (int jj = 0; jj < J; ++jj) {
+      _mm_prefetch(reinterpret_cast<const char*>(wj + jj * ws + i + k), _MM_HINT_T1);
+      const __m512bh wv = (__m512bh)_mm512_loadu_si512(wj + jj * ws + i);
+      for (int r = 0; r < R; ++r) {
+        const uint16_t* xr = x + 2 * r * k + i;
+        acc[jj][r] = _mm512_dpbf16_ps(acc[jj][r], wv, (__m512bh)_mm512_loadu_si512(xr));
+        acc[jj][r] = _mm512_dpbf16_ps(acc[jj][r], wv, (__m512bh)_mm512_loadu_si512(xr + k));
+      }
+    }
+  if (i < k) {
+    const __mmask32 tail = static_cast<__mmask32>((uint64_t{1} << (k - i)) - 1);
+    for (int jj = 0; jj < J; ++jj) {
+      const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(tail, wj + jj * ws + i);
+      for (int r = 0; r < R; ++r) {
+        const uint16_t* xr = x + 2 * r * k + i;
+        acc[jj][r] = _mm512_dpbf16_ps(acc[jj][r], wv, (__m512bh)_mm512_maskz_loadu_epi16(tail, xr));
+        acc[jj][r] =
+            _mm512_dpbf16_ps(acc[jj][r], wv, (__m512bh)_mm512_maskz_loadu_epi16(tail, xr + k));
+      }
+    }
+  }
+  for (int jj = 0; jj < J; ++jj)
+    for (int r = 0; r < R; ++r) y[r * n + j0 + jj * row_step] += _mm512_reduce_add_ps(acc[jj][r]);
+}
+
+#pragma GCC diagnostic pop
+
+// Up to 8 rows: each weight row read once for all of them. Narrow batches take J weight rows a
+// pass (independent chains), and those rows are J long streams, not J neighbours: each thread
+// cuts its rows into J runs and walks them side by side, row after row, so a hardware prefetcher
+// follows each run across rows (J neighbouring rows were J streams one 4 KiB page long each at
+// k = 2048). On the Zen 4 VM the runs read 34-37 GB/s against 28-33 for neighbours
+// (microbenchmark, docs/benchmarks.md); the f32 kernel's runs (skinny_gemm.h) won all six
+// interleaved whole-model pairs.
+template <int R>
+void decode(const uint16_t* x, int64_t k, const uint16_t* w, int64_t n, float* y) {
+  constexpr int J = R <= 2 ? 4 : R <= 4 ? 2 : 1;  // J * R <= 8 accumulators
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t a = n * t / threads, b = n * (t + 1) / threads, run = (b - a) / J;
+    for (int64_t j = a; j < a + run; ++j) dot_rows<R, J>(x, k, w, j, n, y, run);
+    for (int64_t j = a + run * J; j < b; ++j) dot_rows<R, 1>(x, k, w, j, n, y);
+  }
+}
+
+constexpr int64_t kMaxDecodeRows = 8;
+constexpr int kPrefillRows = 4, kPrefillWeightRows = 4;
+// Input rows per block: ~256 KiB of their bf16 parts, so a block stays in L2 while every weight
+// group passes over it.
+constexpr int64_t kBlockBytes = int64_t{256} << 10;
+
+void prefill(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y) {
+  const int64_t block_rows = std::max<int64_t>(
+      kPrefillRows, kBlockBytes / (4 * std::max<int64_t>(k, 1)) / kPrefillRows * kPrefillRows);
+  const int64_t groups = (n + kPrefillWeightRows - 1) / kPrefillWeightRows;
+#pragma omp parallel
+  for (int64_t r0 = 0; r0 < m; r0 += block_rows) {
+    const int64_t r1 = std::min(m, r0 + block_rows);
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t j0 = g * kPrefillWeightRows;
+      const int64_t j1 = std::min(n, j0 + kPrefillWeightRows);
+      for (int64_t r = r0; r < r1; r += kPrefillRows) {
+        const int64_t rows = std::min<int64_t>(kPrefillRows, r1 - r);
+        if (rows == kPrefillRows && j1 - j0 == kPrefillWeightRows) {
+          dot_rows<kPrefillRows, kPrefillWeightRows>(x + 2 * r * k, k, w, j0, n, y + r * n);
+          continue;
+        }
+        for (int64_t j = j0; j < j1; ++j)
+          skinny::with_rows(rows,
+                            [&]<int R>() { dot_rows<R, 1>(x + 2 * r * k, k, w, j, n, y + r * n); });
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void split_to_bf16(const float* x, int64_t count, uint16_t* hi, uint16_t* lo) {
+  int64_t i = 0;
+  if (available())
+    for (; i + 16 <= count; i += 16) split16(x + i, hi + i, lo + i);
+  for (; i < count; ++i) {
+    hi[i] = f32_to_bf16(x[i]);
+    const bool finite = (hi[i] & 0x7fff) < 0x7f80;
+    lo[i] = finite ? f32_to_bf16(x[i] - bf16_to_f32(hi[i])) : 0;
+  }
+}
+
+void linear(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y) {
+  // Kept between calls: a decode step splits its rows for every projection.
+  thread_local std::vector<uint16_t> parts;
+  parts.resize(static_cast<size_t>(2 * m * k));
+  for (int64_t r = 0; r < m; ++r)
+    split_to_bf16(x + r * k, k, parts.data() + 2 * r * k, parts.data() + (2 * r + 1) * k);
+  const uint16_t* xp = parts.data();
+  if (m > kMaxDecodeRows) return prefill(xp, m, k, w, n, y);
+  skinny::with_rows(m, [&]<int R>() { decode<R>(xp, k, w, n, y); });
+}
+
+}  // namespace strata::cpu::bf16_dot
