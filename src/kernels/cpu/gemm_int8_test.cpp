@@ -57,7 +57,10 @@ TEST(CpuLinearInt8, EveryLevelComputesThePortableProduct) {
   };
   for (int64_t m : {1, 2, 3, 7, 8, 9, 17, 33, 150})
     for (Shape s : {Shape{1, 1, 0}, Shape{63, 17, 0}, Shape{64, 16, 16}, Shape{65, 3, 5},
-                    Shape{200, 33, 7}, Shape{300, 67, 0}}) {
+                    Shape{200, 33, 7}, Shape{300, 67, 0},
+                    // Enough groups that 1-2 row decode pairs groups of two runs per thread,
+                    // starting and ending inside a group.
+                    Shape{130, 517, 5}}) {
       const int64_t total = s.row0 + s.n + 3;  // rows of the packed matrix
       std::vector<float> x(m * s.k), w(total * s.k), bias(s.n);
       for (auto* v : {&x, &w, &bias})
