@@ -46,8 +46,9 @@ struct AttentionParams {
 
 // Split-KV decode, as SGLang's Triton backend: stage 1 attends each request's KV range in
 // `num_splits` pieces, the query heads of one KV head together (each key is read once per
-// group: on tensor cores for 64- and 128-wide heads, else per group of up to 8 heads, 2 for
-// rows wider than 256), writing partial outputs
+// group: on tensor cores for 64- and 128-wide heads and for MLA's 576 / 512 latent (blocks of
+// 16 or 32 heads), else per group of up to 8 heads, 2 for rows wider than 256), writing
+// partial outputs
 // [batch, heads, splits, Lv] (Lv = kv.v_head_dim, the pool's value width: kv_lora_rank for
 // MLA) and their log-sum-exp; stage 2 merges the splits. q [B, Hq * Dk] (one new token per
 // request); out [B, Hq * Dv]. partial_out / partial_lse must hold batch * Hq * num_splits * (Lv |
