@@ -46,8 +46,9 @@ struct AttentionParams {
 
 // Split-KV decode, as SGLang's Triton backend: stage 1 attends each request's KV range in
 // `num_splits` pieces, the query heads of one KV head together (each key is read once per
-// group: on tensor cores for 64- and 128-wide heads, else per group of up to 8 heads, 2 for
-// rows wider than 256), writing partial outputs
+// group: on tensor cores for 64- and 128-wide heads and for MLA's 576 / 512 latent (blocks of
+// 16 or 32 heads), else per group of up to 8 heads, 2 for rows wider than 256), writing
+// partial outputs
 // [batch, heads, splits, Lv] (Lv = kv.v_head_dim, the pool's value width: kv_lora_rank for
 // MLA) and their log-sum-exp; stage 2 merges the splits. q [B, Hq * Dk] (one new token per
 // request); out [B, Hq * Dv]. partial_out / partial_lse must hold batch * Hq * num_splits * (Lv |
@@ -62,6 +63,9 @@ struct DecodeWorkspace {
   // Tiles of 64 keys in flight in the tensor-core kernel's cp.async ring (2, 3, 4); 0: the
   // default.
   int tile_stages = 0;
+  // Query heads a block of the MLA latent kernel scores (16 or 32); 0: the default (32 once
+  // there are more than 16 heads). The bench compares them.
+  int mla_head_block = 0;
 };
 // Tuned on the H200 (bench sweeps, docs/benchmarks-cuda.md). Lane kernel: fewer keys in
 // flight per lane but more resident blocks won (2: 52% of copy bandwidth at 64 x 4096, 4: 37%,
@@ -78,6 +82,13 @@ void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batc
 void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                       const AttentionParams& p, const DecodeWorkspace& ws, float* out,
                       cudaStream_t stream);
+
+// Which stage-1 kernel decode_attention runs for these arguments: "mla_tiles" (tensor cores,
+// MLA's latent), "tiles" (tensor cores, 64/128-wide heads) or "lanes" (CUDA cores, every
+// layout). The bench labels its rows with it and the tests check that they reach the kernel
+// they mean to.
+const char* decode_kernel_name(const DeviceKV& kv, const PagedBatch& batch,
+                               const AttentionParams& p, const DecodeWorkspace& ws);
 
 // KV splits for a decode batch: enough blocks to fill the GPU several times over, but no
 // split shorter than a useful stretch of keys.

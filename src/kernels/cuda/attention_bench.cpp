@@ -3,11 +3,15 @@
 // object per line.
 //   strata_attention_bench [batch=64] [context=4096] [q_heads=32] [kv_heads=8] [head_dim=128]
 //                          [v_head_dim=head_dim] [v_in_k=0]
-//   strata_attention_bench mla [batch=64] [context=4096]
-// `mla`: DeepSeek-V2-Lite's latent cache (16 query heads over one 576-wide row whose first
-// 512 columns are the value, v_in_k) — the same as `B C 16 1 576 512 1`. With v_in_k the
-// value is read out of the key row, so the bytes counted are the key rows' only. The MLA runs
-// also time one extend (prefill of `context` tokens for one request) on the same cache.
+//   strata_attention_bench mla [batch=64] [context=4096] [q_heads=16]
+// `mla`: DeepSeek's latent cache (q_heads query heads over one 576-wide row whose first 512
+// columns are the value, v_in_k: 16 = V2-Lite, V3 at TP 8; 128 = V3) — the same as
+// `B C H 1 576 512 1`. With v_in_k the value is read out of the key row, so the bytes counted
+// are the key rows' only. Each line names its stage-1 kernel ("mla_tiles", "tiles", "lanes")
+// and gives TFLOP/s (QK^T over the key width plus PV over the value width, per query head):
+// at 128 heads the latent decode does ~240 FLOP a byte, so it is bound by compute, not by the
+// cache read. The MLA runs at 16 heads and up to 8192 tokens also time one extend (prefill of
+// `context` tokens for one request) on the same cache.
 //   strata_attention_bench mamba [batch=64] [prefill_batch=8] [prefill_len=4096]
 //   strata_attention_bench extend [tokens=8192] [q_heads=32] [kv_heads=8] [head_dim=128]
 // `extend`: the extend (prefill) kernel alone on one request's causal square, in TFLOP/s.
@@ -173,7 +177,7 @@ int run(int argc, char** argv) {
   const bool mla = argc > 1 && std::string(argv[1]) == "mla";
   if (mla) --argc, ++argv;
   auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
-  const int batch = arg(1, 64), context = arg(2, 4096), hq = mla ? 16 : arg(3, 32),
+  const int batch = arg(1, 64), context = arg(2, 4096), hq = arg(3, mla ? 16 : 32),
             hkv = mla ? 1 : arg(4, 8), d = mla ? 576 : arg(5, 128), dv = mla ? 512 : arg(6, d);
   const bool v_in_k = mla || arg(7, 0) != 0;
   if (v_in_k && (dv > d || hkv != 1))
@@ -198,8 +202,10 @@ int run(int argc, char** argv) {
   offsets[batch] = batch;
   DeviceBuffer dtable = to_device(table), drows = to_device(rows), dprefix = to_device(prefix),
                doffsets = to_device(offsets);
-  // Room for the extend run's `context` query rows too (MLA runs).
-  const size_t q_rows = mla ? std::max(batch, context) : batch;
+  // Room for the extend run's `context` query rows too (MLA runs at V2-Lite's width; a
+  // 128-head q of 32768 rows would take 9.6 GB).
+  const bool with_extend = mla && hq <= 16 && context <= 8192;
+  const size_t q_rows = with_extend ? std::max(batch, context) : batch;
   DeviceBuffer q(q_rows * hq * d * 4), out(q_rows * hq * dv * 2);
   std::vector<float> qh(q_rows * hq * d, 0.05f);
   STRATA_CUDA_CHECK(cudaMemcpy(q.data(), qh.data(), qh.size() * 4, cudaMemcpyHostToDevice));
@@ -217,25 +223,35 @@ int run(int argc, char** argv) {
   DeviceBuffer partial(size_t(batch) * hq * kMaxDecodeSplits * dv * 4),
       lse(size_t(batch) * hq * kMaxDecodeSplits * 4);
   const double kv_bytes = double(batch) * context * (width + (v_in_k ? 0 : v_width)) * 2 /*bf16*/;
+  const double flops = 2.0 * batch * context * hq * (d + dv);
   // unroll > 0: the lane kernel at that depth; else the shipped kernel, with `stages` tiles in
   // flight when it is the tensor-core one.
-  auto measure = [&](int blocks_per_sm, int unroll, bool shipped, int stages = 0) {
+  auto measure = [&](int blocks_per_sm, int unroll, bool shipped, int stages = 0,
+                     int head_block = 0) {
     const int splits = choose_decode_splits(batch, hkv, context, sms, blocks_per_sm);
-    DecodeWorkspace ws{partial.as<float>(), lse.as<float>(), splits, unroll, stages};
+    DecodeWorkspace ws{partial.as<float>(), lse.as<float>(), splits, unroll, stages, head_block};
     const double ms = median_ms(
         [&] { decode_attention(q.as<float>(), kv, pb, p, ws, out.as<bf16>(), nullptr); }, 5, 50);
     const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
     std::printf(
-        "{\"shipped\": %s, \"batch\": %d, \"context\": %d, \"q_heads\": %d, \"kv_heads\": %d, "
+        "{\"kernel\": \"%s\", \"shipped\": %s, \"batch\": %d, \"context\": %d, \"q_heads\": %d, "
+        "\"kv_heads\": %d, "
         "\"head_dim\": %d, \"v_head_dim\": %d, \"v_in_k\": %s, "
-        "\"blocks_per_sm\": %d, \"unroll\": %d, \"tile_stages\": %d, \"splits\": %d, \"kv_bytes\": "
+        "\"blocks_per_sm\": %d, \"unroll\": %d, \"tile_stages\": %d, \"mla_head_block\": %d, "
+        "\"splits\": %d, \"kv_bytes\": "
         "%.0f, \"median_ms\": "
         "%.4f, "
-        "\"achieved_GBps\": %.1f, \"copy_GBps\": %.1f, \"fraction_of_copy\": %.3f}\n",
-        shipped ? "true" : "false", batch, context, hq, hkv, d, dv, v_in_k ? "true" : "false",
-        blocks_per_sm, unroll, stages, splits, kv_bytes, ms, gbs, copy_gbs, gbs / copy_gbs);
+        "\"achieved_GBps\": %.1f, \"copy_GBps\": %.1f, \"fraction_of_copy\": %.3f, "
+        "\"TFLOPs\": %.1f}\n",
+        decode_kernel_name(kv, pb, p, ws), shipped ? "true" : "false", batch, context, hq, hkv, d,
+        dv, v_in_k ? "true" : "false", blocks_per_sm, unroll, stages, head_block, splits, kv_bytes,
+        ms, gbs, copy_gbs, gbs / copy_gbs, flops / (ms * 1e-3) / 1e12);
   };
   measure(0, 0, true);
+  // MLA: the CUDA-core lane kernel at the same split count, side by side with the shipped one.
+  if (mla) measure(0, 1, false);
+  // ... and the latent kernel on 16-head blocks where the default takes 32.
+  if (mla && hq > 16) measure(0, 0, false, 0, 16);
   // The unroll depth only applies to 128-wide rows; wider ones sweep the split target alone.
   const bool narrow = std::max(d, dv) <= 128;
   if (narrow && !v_in_k)  // the tensor-core kernel's layouts: its ring depth
@@ -244,7 +260,7 @@ int run(int argc, char** argv) {
   for (int blocks_per_sm : {2, 4, 8, 16})
     for (int unroll : {1, 2, 4})
       if (narrow || unroll == 1) measure(blocks_per_sm, narrow ? unroll : 0, false);
-  if (mla) time_extend(kv, dtable, context, p, q, out);
+  if (with_extend) time_extend(kv, dtable, context, p, q, out);
   return 0;
 }
 

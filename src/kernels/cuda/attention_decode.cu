@@ -2,6 +2,7 @@
 // attention.h for the contract; the extend kernel is in attention_extend.cu.
 #include <algorithm>
 #include <string>
+#include <string_view>
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_tiles.h"
@@ -307,13 +308,13 @@ void decode_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch,
   if (p.q_row_stride == 0) p.q_row_stride = static_cast<int64_t>(p.num_q_heads) * kv.k_head_dim;
   if (ws.num_splits < 1 || ws.num_splits > kMaxDecodeSplits)
     throw_error("internal error: " + std::to_string(ws.num_splits) + " decode splits");
-  // The tensor-core kernel for the layouts it takes, unless a load depth asks for the lane
-  // kernel (the bench's sweep of it).
-  if (ws.unroll == 0 && attention_detail::tiles_take(kv, p)) {
+  const std::string_view kernel = decode_kernel_name(kv, batch, p, ws);
+  if (kernel == "mla_tiles")
+    attention_detail::decode_mla_stage1(q, kv, batch, p, ws, stream);
+  else if (kernel == "tiles")
     attention_detail::decode_tiles_stage1(q, kv, batch, p, ws, stream);
-  } else {
+  else
     decode_lanes_stage1(q, kv, batch, p, ws, stream);
-  }
   decode_stage2_kernel<OutT><<<dim3(batch.batch, p.num_q_heads), 128, 0, stream>>>(
       ws.partial_out, ws.partial_lse, p.num_q_heads, kv.v_head_dim, ws.num_splits,
       batch.token_offsets, p.sinks, out);
@@ -321,6 +322,18 @@ void decode_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch,
 }
 
 }  // namespace
+
+const char* decode_kernel_name(const DeviceKV& kv, const PagedBatch& batch,
+                               const AttentionParams& p_in, const DecodeWorkspace& ws) {
+  AttentionParams p = p_in;
+  if (p.q_row_stride == 0) p.q_row_stride = static_cast<int64_t>(p.num_q_heads) * kv.k_head_dim;
+  // A load depth asks for the lane kernel even where a tensor-core one applies (the bench's
+  // side-by-side runs).
+  if (ws.unroll > 0) return "lanes";
+  if (attention_detail::mla_tiles_take(kv, p, batch)) return "mla_tiles";
+  if (attention_detail::tiles_take(kv, p)) return "tiles";
+  return "lanes";
+}
 
 int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms,
                          int blocks_per_sm) {

@@ -304,6 +304,7 @@ void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const 
     partial_out_.ensure(parts * max_lv_ * sizeof(float));
     partial_lse_.ensure(parts * sizeof(float));
     cuda::DecodeWorkspace ws{partial_out_.as<float>(), partial_lse_.as<float>(), splits};
+    decode_kernel_ = cuda::decode_kernel_name(kv, pb, p, ws);
     cuda::decode_attention(q, kv, pb, p, ws, out, stream_);
   } else {
     cuda::extend_attention(q, kv, pb, p, max_extend_, out, stream_);

@@ -3,6 +3,7 @@
 // device pointers for q, k, v and out. prepare() uploads the batch's metadata in one copy and
 // brings the device mirror of the request -> slot table up to date; forward() writes the new
 // keys/values into the cache and runs split-KV decode or tensor-core extend attention.
+#include <string>
 #include <vector>
 
 #include "attention/backend.h"
@@ -70,6 +71,8 @@ class CudaAttentionBackend : public AttentionBackend {
 
   // Decode partial-output shape of the last decode call: [batch, q heads, splits, Lv].
   const std::vector<int64_t>& decode_partial_shape() const { return partial_shape_; }
+  // The stage-1 kernel of the last decode call (cuda::decode_kernel_name), for tests.
+  const std::string& decode_kernel() const { return decode_kernel_; }
   // Forces the decode split count (tests); 0 restores the automatic choice.
   void set_decode_splits(int n) { forced_splits_ = n; }
   // The executor calls this once a pass is queued (its upload included): the next stage()
@@ -116,6 +119,7 @@ class CudaAttentionBackend : public AttentionBackend {
   cudaEvent_t queued_ = nullptr;  // recorded after the previous pass (mark_queued, or stage())
   bool marked_ = false;
   std::vector<int64_t> partial_shape_;
+  std::string decode_kernel_;
   cuda::DeviceBuffer partial_out_, partial_lse_;
 };
 

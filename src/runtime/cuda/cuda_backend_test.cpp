@@ -2,9 +2,9 @@
 // backend on the same batches: mixed lengths in one batch, one-token prompts, lengths at
 // split boundaries, chunked prefill over a cached prefix, sliding windows, GQA groups of 1,
 // 3 and 4, page sizes 1 and 16; MLA's latent rows (576 wide with the value the first 512
-// columns, 16 and 128 query heads over one) and awkward widths (k != v, not multiples of 16).
-// K, V (and the extend q) are bf16-exact on both sides, so the only differences left are the
-// GPU's bf16 probabilities in extend and summation order.
+// columns, 16, 20, 40 and 128 query heads over one, on the tensor-core latent kernel) and awkward
+// widths (k != v, not multiples of 16). K, V (and the extend q) are bf16-exact on both sides, so
+// the only differences left are the GPU's bf16 probabilities in extend and summation order.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -73,9 +73,12 @@ class BackendPair {
   CudaAttentionBackend& gpu() { return gpu_; }
 
   // Runs one pass on both backends with random q/k/v; returns the relative L2 error.
-  double run(const ForwardBatch& batch, std::mt19937& rng) {
+  // `hq` > 0: this pass's query heads instead of the shape's (the cache does not depend on
+  // them: a cheap prefill for a wide decode).
+  double run(const ForwardBatch& batch, std::mt19937& rng, int hq = 0) {
     const int t = batch.num_tokens();
-    const int qw = s_.hq * s_.head_dim, kw = layout_.k_width(), ow = s_.hq * s_.v_dim();
+    const int heads = hq > 0 ? hq : s_.hq;
+    const int qw = heads * s_.head_dim, kw = layout_.k_width(), ow = heads * s_.v_dim();
     // The value tensor passed in: the key itself when the layout reads the value out of the
     // key row, else its own width.
     const int vw = layout_.v_in_k ? kw : layout_.v_width();
@@ -85,17 +88,17 @@ class BackendPair {
     if (layout_.v_in_k) v = k;
     AttentionCall call;
     call.layer_id = kLayer;
-    call.num_q_heads = s_.hq;
+    call.num_q_heads = heads;
     call.scale = 1.0f / std::sqrt(float(s_.head_dim));
     call.sliding_window = s_.window;
     call.logit_softcap = s_.softcap;
     // Sinks on both sides of 0 and beyond the scores' range, so some heads give most of their
     // weight to the sink.
-    std::vector<float> sinks = random_bf16_exact(s_.hq, rng, 3.0f);
-    const Tensor cpu_sinks = Tensor::view(sinks.data(), {s_.hq});
+    std::vector<float> sinks = random_bf16_exact(heads, rng, 3.0f);
+    const Tensor cpu_sinks = Tensor::view(sinks.data(), {heads});
     cuda::DeviceBuffer d_sinks = cuda::to_device(sinks);
     const Tensor gpu_sinks =
-        Tensor::view(d_sinks.data(), {s_.hq}, DType::F32, Device::cuda(cuda::current_device()));
+        Tensor::view(d_sinks.data(), {heads}, DType::F32, Device::cuda(cuda::current_device()));
     if (s_.sinks) call.sinks = &cpu_sinks;
     std::vector<float> ref(size_t(t) * ow);
     cpu_.prepare(batch);
@@ -183,6 +186,14 @@ TEST_P(CudaBackendVsCpu, PrefillChunkedPrefillAndDecodeMatch) {
     decode.mode = ForwardMode::Decode;
     for (int i = 0; i < n; ++i) add(decode, pair.memory(), rows[i], len[i], 1), len[i] += 1;
     EXPECT_LT(pair.run(decode, rng), 2e-3) << "decode, splits " << splits;
+    // DeepSeek's latent rows (576 / 512) go to the tensor-core latent kernel; every other
+    // layout (the fixtures' 80 / 64 latent too) keeps its kernel.
+    const bool mla = s.hkv == 1 && s.head_dim == 576 && s.latent_v == 512;
+    if (mla) {
+      EXPECT_EQ(pair.gpu().decode_kernel(), "mla_tiles");
+    } else {
+      EXPECT_NE(pair.gpu().decode_kernel(), "mla_tiles");
+    }
     const auto& shape = pair.gpu().decode_partial_shape();
     ASSERT_EQ(shape.size(), 4u);
     EXPECT_EQ(shape[0], n);
@@ -230,6 +241,62 @@ INSTANTIATE_TEST_SUITE_P(
              (s.value_dim ? "_v" + std::to_string(s.value_dim) : "") + (s.sinks ? "_sinks" : "") +
              (s.softcap > 0 ? "_softcap" + std::to_string(int(s.softcap)) : "");
     });
+
+// MLA's latent on the tensor-core decode kernel (k 576, the value its first 512 columns, one KV
+// head): V2-Lite's 16 and V3's 128 query heads, and counts that leave a head block part empty
+// (20: one 32-row block with 12 padding rows; 40: a full block and one of 8). Each request's
+// decode attends 1 key (its own), 63, 64 and 65 (around a 64-key tile), 16, 701 and 1100, in
+// one batch, with 32 splits (most of them empty for the short requests), 3, 7 and the
+// automatic count; a second decode step moves every length by one. The cache is filled by a
+// one-head prefill (the CPU reference of a 128-head prefill of 1100 tokens would dominate).
+struct MlaCase {
+  int hq, page_size;
+};
+
+class CudaMlaDecodeVsCpu : public testing::TestWithParam<MlaCase> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda::device_present(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
+  }
+};
+
+TEST_P(CudaMlaDecodeVsCpu, LatentDecodeMatches) {
+  const MlaCase c = GetParam();
+  const Shape s{c.hq, 1, 576, 0, c.page_size, 512};
+  // Keys each request's first decode token attends to, itself included.
+  const std::vector<int> keys = {1, 63, 64, 65, 16, 701, 1100};
+  const int n = int(keys.size());
+  for (int splits : {32, 3, 7, 0}) {
+    std::mt19937 rng(100 + splits);
+    BackendPair pair(s, n, 1200);
+    std::vector<int> rows(n), len(n, 0);
+    for (int i = 0; i < n; ++i) rows[i] = pair.memory().req_to_token().alloc();
+    ForwardBatch prefill;
+    for (int i = 0; i < n; ++i)
+      if (keys[i] > 1) add(prefill, pair.memory(), rows[i], 0, keys[i] - 1), len[i] = keys[i] - 1;
+    EXPECT_LT(pair.run(prefill, rng, 1), 1e-2) << "one-head prefill";
+    pair.gpu().set_decode_splits(splits);
+    for (int step = 0; step < 2; ++step) {
+      ForwardBatch decode;
+      decode.mode = ForwardMode::Decode;
+      for (int i = 0; i < n; ++i) add(decode, pair.memory(), rows[i], len[i], 1), len[i] += 1;
+      EXPECT_LT(pair.run(decode, rng), 2e-3) << "decode step " << step << ", splits " << splits;
+      EXPECT_EQ(pair.gpu().decode_kernel(), "mla_tiles");
+      if (splits > 0) {
+        EXPECT_EQ(pair.gpu().decode_partial_shape()[2], splits);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaMlaDecodeVsCpu,
+                         testing::Values(MlaCase{16, 1}, MlaCase{16, 16}, MlaCase{128, 16},
+                                         MlaCase{128, 1}, MlaCase{20, 1}, MlaCase{40, 16}),
+                         [](const testing::TestParamInfo<MlaCase>& info) {
+                           return "hq" + std::to_string(info.param.hq) + "_page" +
+                                  std::to_string(info.param.page_size);
+                         });
 
 // The one KV pool class over GPU memory: bf16 rows in device memory, zeroed, and the same
 // loud refusal of layers it does not hold as on the host.
