@@ -8,6 +8,8 @@
 # interleaved, ROUNDS times, in one sitting; the table gives each row's median over rounds.
 # Usage: bench/cpu_vs_llamacpp.sh [strata binary (build/strata)]
 #   ROUNDS=3 GGUF_DIR=/tmp/strata-gguf RESULTS=FILE.jsonl bench/cpu_vs_llamacpp.sh build/strata
+#   BASELINE=/path/to/older/strata ...: that binary's rows too ("strata@baseline f32", ...), in
+#   the same rounds, for a before/after measured in the same sitting as llama.cpp.
 # First use: `npm ci --prefix bench/llamacpp`; the GGUF files (3.2 + 1.6 + 1.6 + 0.85 GiB) are
 # written into GGUF_DIR once, outside the repository. Prints the markdown table on stdout;
 # every run's JSON goes to RESULTS.
@@ -35,15 +37,23 @@ done
 
 # label|command: the strata rows, then llama.cpp's (commands are split at spaces: no spaces in
 # paths).
-strata_row() {
-  echo "strata $1|$STRATA bench-one-batch --model $MODEL --load-format dummy --batch-size 1" \
-    "--input-len $INPUT_LEN --output-len $OUTPUT_LEN --threads $THREADS --json $2"
+strata_row() {  # label, binary, weights flags
+  echo "$1|$2 bench-one-batch --model $MODEL --load-format dummy --batch-size 1" \
+    "--input-len $INPUT_LEN --output-len $OUTPUT_LEN --threads $THREADS --json $3"
 }
-ROWS=("$(strata_row f32 "--dtype float32")" "$(strata_row bf16 "--dtype bfloat16")")
-if "$STRATA" bench-one-batch --help 2>&1 | grep -q -- '--quantization'; then
-  ROWS+=("$(strata_row int8 "--quantization int8")")
-else
-  echo "note: $STRATA bench-one-batch has no --quantization flag: the strata int8 row is skipped" >&2
+ROWS=()
+strata_rows() {  # label prefix, binary
+  ROWS+=("$(strata_row "$1 f32" "$2" "--dtype float32")" "$(strata_row "$1 bf16" "$2" "--dtype bfloat16")")
+  if "$2" bench-one-batch --help 2>&1 | grep -q -- '--quantization'; then
+    ROWS+=("$(strata_row "$1 int8" "$2" "--quantization int8")")
+  else
+    echo "note: $2 bench-one-batch has no --quantization flag: its int8 row is skipped" >&2
+  fi
+}
+strata_rows strata "$STRATA"
+if [[ -n "${BASELINE:-}" ]]; then
+  [[ -x "$BASELINE" ]] || { echo "error: BASELINE='$BASELINE' is not an executable strata binary" >&2; exit 2; }
+  strata_rows strata@baseline "$BASELINE"
 fi
 for type in f32 f16 bf16 q8_0; do
   ROWS+=("llama.cpp $type|node bench/llamacpp/bench_llamacpp.mjs --model $(gguf "$type") --input-len $INPUT_LEN --output-len $OUTPUT_LEN --threads $THREADS")
