@@ -6,6 +6,12 @@
 # tracked tree, together under the 64 MiB a run may carry). bench/cuda_device_run.sh unpacks and uses it there.
 #   scripts/gpu_bundle.sh            # build/ (scripts/build.sh, with CUDA) -> .devtree/gpu/bundle.tar.xz
 #   BUNDLE_KERNEL_BENCH=1 scripts/gpu_bundle.sh   # ... with strata_attention_bench
+#   BUNDLE_SLIM=1 ...   # without the strata binary and OpenMPI (~2 MiB less): when the tracked
+#                       # tree plus the whole bundle pass the 64 MiB a run carries (they did on
+#                       # 2026-12-06: 52.9 + 10.5 MiB); only the test binary's and kernel bench's
+#                       # work runs, so filter out the CLI, pipeline and tensor-parallel tests:
+#                       # TESTS_FILTER='Shapes/Cuda*:CudaMla*:DeviceKVPool*:*OpsDevice*:Fixtures/GoldenCuda*:Hybrids/GoldenCuda*:Fixtures/CudaInvariance*:Hybrids/CudaInvariance*:Fixtures/WindowSpaceModelCuda*:CudaCapabilities*:StructuredOutput.Cuda*'
+slim=${BUNDLE_SLIM:-0}
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NVCC=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -19,7 +25,8 @@ STRATA_CUDA=ON ./scripts/build.sh "${LAUNCHER[@]}" -DSTRATA_STATIC_OPENBLAS=ON >
 out=${BUNDLE_OUT:-.devtree/gpu}
 rm -rf "$out/bundle"
 mkdir -p "$out/bundle/bin" "$out/bundle/lib"
-cp build/strata build/tests/strata_tests "$out/bundle/bin/"
+cp build/tests/strata_tests "$out/bundle/bin/"
+[ "$slim" = 1 ] || cp build/strata "$out/bundle/bin/"
 # The kernel bench (bench/cuda_device_run.sh deepseek|hybrid) only when asked: without it the
 # bundle and the tracked tree stay under the 64 MiB a device run carries.
 [ "${BUNDLE_KERNEL_BENCH:-0}" = 1 ] && cp build/strata_attention_bench "$out/bundle/bin/"
@@ -50,6 +57,7 @@ done
 # out: their libraries would not load there, and one machine needs only shared memory and TCP.
 # So are those of MPI features strata never calls (MPI-IO, topologies, checkpointing,
 # monitoring, message logging): the bundle and the tracked tree share the 64 MiB a run carries.
+if [ "$slim" != 1 ]; then
 ompi_path() { ompi_info --path "$1" --parsable | sed -n "s/^path:$1://p"; }
 ompi_prefix=$(ompi_path prefix)
 ompi_pkglib=$(ompi_path pkglibdir)
@@ -83,6 +91,7 @@ done | sort -u | while read -r name path; do
 done
 # Where OpenMPI was installed, relative to the bundle: the run script sets OPAL_PREFIX from it.
 echo "ompi" >"$out/bundle/ompi_prefix"
+fi
 # Symbols are not needed to run; the strongest xz keeps the bundle plus the tracked tree under
 # the 64 MiB a device run carries.
 strip --strip-unneeded "$out"/bundle/bin/* "$out"/bundle/lib/* 2>/dev/null || true
