@@ -28,6 +28,28 @@ __device__ __forceinline__ void load8(const bf16* p, bool in_range, float (&out)
   }
 }
 
+// The keys [begin, end) that split `split` of `num_splits` attends for request b's new decode
+// token: an equal share of [lo, pos], lo the sliding window's first key (else 0); empty past
+// the end. Every decode kernel splits the same way, so stage 2 merges any of them.
+struct DecodeSplit {
+  int begin, end;
+};
+__device__ __forceinline__ DecodeSplit decode_split(const PagedBatch& batch,
+                                                    const AttentionParams& p, int b, int split,
+                                                    int num_splits) {
+  const int pos = batch.prefix_lens[b];  // the new token; its key is already in the cache
+  const int lo = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0, hi = pos + 1;
+  const int span = (hi - lo + num_splits - 1) / num_splits;
+  const int begin = min(hi, lo + split * span);
+  return {begin, min(hi, begin + span)};
+}
+
+// Request b's row of the request-to-token table: the cache slot of each of its positions.
+__device__ __forceinline__ const int32_t* request_slots(const PagedBatch& batch, int b) {
+  return batch.req_to_token +
+         static_cast<int64_t>(batch.req_pool_indices[b]) * batch.req_to_token_stride;
+}
+
 __device__ __forceinline__ float soft_cap(float s, float cap) {
   return cap > 0.0f ? cap * tanhf(s / cap) : s;
 }

@@ -13,8 +13,10 @@ namespace strata::cuda {
 
 namespace {
 
+using attention_detail::decode_split;
 using attention_detail::kNegInf;
 using attention_detail::load8;
+using attention_detail::request_slots;
 using attention_detail::soft_cap;
 
 // ---------------------------------------------------------------------------------------
@@ -47,10 +49,8 @@ __global__ __launch_bounds__(kDecodeWarps *
   const int sub = lane % LANES, kslot = lane / LANES;
   const int dk = kv.k_head_dim, dv = kv.v_head_dim;
 
-  const int pos = batch.prefix_lens[b];  // the new token; its key is already in the cache
-  const int lo = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0, hi = pos + 1;
-  const int chunk = (hi - lo + num_splits - 1) / num_splits;
-  const int begin = min(hi, lo + split * chunk), end = min(hi, begin + chunk);
+  const auto keys = decode_split(batch, p, b, split, num_splits);
+  const int begin = keys.begin, end = keys.end;
 
   const int64_t t = batch.token_offsets[b];
   float qf[GT][C][8];
@@ -74,8 +74,7 @@ __global__ __launch_bounds__(kDecodeWarps *
       for (int j = 0; j < 8; ++j) acc[g][c][j] = 0.0f;
   }
 
-  const int32_t* row = batch.req_to_token +
-                       static_cast<int64_t>(batch.req_pool_indices[b]) * batch.req_to_token_stride;
+  const int32_t* row = request_slots(batch, b);
   bool k_in[C], v_in[C];
 #pragma unroll
   for (int c = 0; c < C; ++c) k_in[c] = c * DP + sub * 8 < dk, v_in[c] = c * DP + sub * 8 < dv;

@@ -71,12 +71,9 @@ __global__ __launch_bounds__(MlaTile<DK, DV, R>::kThreads,
   const int mat = lane / 8;  // which 8x8 matrix of an ldmatrix_x4 this lane addresses
   const int rg = warp / kKeyGroups, kg = warp % kKeyGroups;  // step 1's rows and keys
 
-  const int pos = batch.prefix_lens[b];  // the new token; its key is already in the cache
-  const int lo = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0, hi = pos + 1;
-  const int span = (hi - lo + num_splits - 1) / num_splits;
-  const int begin = min(hi, lo + split * span), end = min(hi, begin + span);
-  const int32_t* req_row = batch.req_to_token + static_cast<int64_t>(batch.req_pool_indices[b]) *
-                                                    batch.req_to_token_stride;
+  const auto keys = decode_split(batch, p, b, split, num_splits);
+  const int begin = keys.begin, end = keys.end;
+  const int32_t* req_row = request_slots(batch, b);
   const int n_tiles = (end - begin + kTileKeys - 1) / kTileKeys;
 
   // A warp per key row: its lanes copy consecutive 16-byte chunks (one 1152-byte read). The

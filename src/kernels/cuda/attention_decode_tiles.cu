@@ -48,12 +48,9 @@ __global__ __launch_bounds__(kWarps *
   const int heads = min(kRows, group - (blockIdx.y % chunks) * kRows);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
 
-  const int pos = batch.prefix_lens[b];  // the new token; its key is already in the cache
-  const int lo = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0, hi = pos + 1;
-  const int span = (hi - lo + num_splits - 1) / num_splits;
-  const int begin = min(hi, lo + split * span), end = min(hi, begin + span);
-  const int32_t* req_row = batch.req_to_token + static_cast<int64_t>(batch.req_pool_indices[b]) *
-                                                    batch.req_to_token_stride;
+  const auto keys = decode_split(batch, p, b, split, num_splits);
+  const int begin = keys.begin, end = keys.end;
+  const int32_t* req_row = request_slots(batch, b);
 
   const int n_tiles = (end - begin + kTileKeys - 1) / kTileKeys;
   auto load_tile = [&](int tile) {

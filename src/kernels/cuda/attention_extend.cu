@@ -16,6 +16,7 @@ namespace strata::cuda {
 namespace {
 
 using attention_detail::kNegInf;
+using attention_detail::request_slots;
 using attention_detail::soft_cap;
 
 // Block = (BM = 16 * WARPS new tokens of one request, one query head); each warp owns 16
@@ -75,8 +76,7 @@ __global__ __launch_bounds__(WARPS * 32) void extend_kernel(const float* q, Devi
   const int first_pos = prefix + m0, last_pos = prefix + m0 + rows - 1;
   const int kv_begin = p.sliding_window > 0 ? max(0, first_pos - p.sliding_window + 1) : 0;
   const int kv_end = last_pos + 1;
-  const int32_t* req_row = batch.req_to_token + static_cast<int64_t>(batch.req_pool_indices[b]) *
-                                                    batch.req_to_token_stride;
+  const int32_t* req_row = request_slots(batch, b);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
   // Q columns past dk are zero, as are the K tile's, so S may run over dkp columns.

@@ -52,8 +52,7 @@ __global__ __launch_bounds__(WARPS * 32) void extend_tiles_kernel(const float* q
   const int window = p.sliding_window;
   const int kv_begin = window > 0 ? max(0, first_pos - window + 1) : 0;
   const int kv_end = last_pos + 1;
-  const int32_t* req_row = batch.req_to_token + static_cast<int64_t>(batch.req_pool_indices[b]) *
-                                                    batch.req_to_token_stride;
+  const int32_t* req_row = request_slots(batch, b);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;  // the mma fragment's row group and column pair
 
