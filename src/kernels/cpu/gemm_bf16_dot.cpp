@@ -101,9 +101,9 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void dot_rows(
 // pass (independent chains), and those rows are J long streams, not J neighbours: each thread
 // cuts its rows into J runs and walks them side by side, row after row, so a hardware prefetcher
 // follows each run across rows (J neighbouring rows were J streams one 4 KiB page long each at
-// k = 2048). On the Zen 4 VM the runs read 34-37 GB/s against 28-33 for neighbours
-// (microbenchmark, docs/benchmarks.md); the f32 kernel's runs (skinny_gemm.h) won all six
-// interleaved whole-model pairs.
+// k = 2048). On the Zen 4 VM of 2026-12-06 a microbenchmark of these products read 34-37 GB/s
+// with runs against 28-33 with neighbours (a noisy VM); the f32 kernel's runs (skinny_gemm.h)
+// won all six interleaved whole-model pairs (docs/benchmarks.md).
 template <int R>
 void decode(const uint16_t* x, int64_t k, const uint16_t* w, int64_t n, float* y) {
   constexpr int J = R <= 2 ? 4 : R <= 4 ? 2 : 1;  // J * R <= 8 accumulators
