@@ -72,11 +72,14 @@ __attribute__((target("avx2,fma"))) inline void rows_avx2(const float* x, int64_
 
 // The J weight rows of a pass are J long streams, not J neighbours: each thread cuts its rows
 // into J runs and walks them side by side, row after row, so a hardware prefetcher follows each
-// run across rows (J neighbouring rows were J streams one or two 4 KiB pages long each).
+// run across rows (J neighbouring rows were J streams one or two 4 KiB pages long each). One
+// input row takes eight runs: against four, 5 of 6 alternated whole-model pairs were faster on
+// the Zen 4 VM (median ~103 -> ~90 ms a batch-1 f32 step; strata_membw there reads most with
+// eight streams a core).
 template <int R, typename W>
 __attribute__((target("avx2,fma"))) void avx2(const float* x, int64_t k, const W* w, int64_t n,
                                               float* y) {
-  constexpr int J = R == 1 ? 4 : R == 2 ? 2 : 1;  // J * R <= 8 of the 16 registers
+  constexpr int J = R == 1 ? 8 : R == 2 ? 4 : R <= 4 ? 2 : 1;  // J * R <= 8 of the 16 registers
 #pragma omp parallel
   {
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
