@@ -5,7 +5,6 @@
 #include "kernels/cpu/gemm_bf16_dot.h"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <vector>
@@ -107,13 +106,9 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void dot_rows(
 template <int R>
 void decode(const uint16_t* x, int64_t k, const uint16_t* w, int64_t n, float* y) {
   constexpr int J = R <= 2 ? 4 : R <= 4 ? 2 : 1;  // J * R <= 8 accumulators
-#pragma omp parallel
-  {
-    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t a = n * t / threads, b = n * (t + 1) / threads, run = (b - a) / J;
-    for (int64_t j = a; j < a + run; ++j) dot_rows<R, J>(x, k, w, j, n, y, run);
-    for (int64_t j = a + run * J; j < b; ++j) dot_rows<R, 1>(x, k, w, j, n, y);
-  }
+  skinny::in_runs<J>(
+      n, [&](int64_t j, int64_t run) { dot_rows<R, J>(x, k, w, j, n, y, run); },
+      [&](int64_t j) { dot_rows<R, 1>(x, k, w, j, n, y); });
 }
 
 constexpr int64_t kMaxDecodeRows = 8;

@@ -9,7 +9,6 @@
 // [-127, 127]) and a portable loop; all three compute the same integers (the tests compare
 // them). AMX-INT8 could take prefill shapes (its B tile is this layout) on CPUs that have it.
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -225,29 +224,27 @@ void linear_int8(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t
     // side by side, so a core has two streams in flight where one group after another was one
     // (strata_membw on the Zen 4 VM: 36 GB/s with a stream a core, 47 with four). Each group's
     // sums are formed exactly as alone.
-#pragma omp parallel
-    {
-      alignas(64) float out[2 * kPairedRows * kGroupRows];
-      const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num(), count = last - first;
-      const int64_t a = first + count * t / threads, b = first + count * (t + 1) / threads;
-      const int64_t run = (b - a) / 2;
-      auto write = [&](const float* sums, int64_t g) {
-        const auto [lane0, lane1] = lanes(g);
-        write_rows(sums, 0, m, g, lane0, lane1, row0, n, bias, y);
-      };
-      for (int64_t g = a; g < a + run; ++g) {
-        skinny::with_rows(m, [&]<int R>() {
-          if constexpr (R <= kPairedRows)
-            group_avx512<R, 2>(xq, 0, w + g * stride, out, run * stride);
+    auto write = [&](const float* sums, int64_t g) {
+      const auto [lane0, lane1] = lanes(g);
+      write_rows(sums, 0, m, g, lane0, lane1, row0, n, bias, y);
+    };
+    skinny::in_runs<2>(
+        last - first,
+        [&](int64_t i, int64_t run) {
+          alignas(64) float out[2 * kPairedRows * kGroupRows];
+          const int64_t g = first + i;
+          skinny::with_rows(m, [&]<int R>() {
+            if constexpr (R <= kPairedRows)
+              group_avx512<R, 2>(xq, 0, w + g * stride, out, run * stride);
+          });
+          write(out, g);
+          write(out + m * kGroupRows, g + run);
+        },
+        [&](int64_t i) {
+          alignas(64) float out[kPairedRows * kGroupRows];
+          group_product(level, xq, 0, m, w + (first + i) * stride, out);
+          write(out, first + i);
         });
-        write(out, g);
-        write(out + m * kGroupRows, g + run);
-      }
-      for (int64_t g = a + 2 * run; g < b; ++g) {
-        group_product(level, xq, 0, m, w + g * stride, out);
-        write(out, g);
-      }
-    }
     return;
   }
 #pragma omp parallel for schedule(static)

@@ -23,6 +23,21 @@ inline float widen(uint16_t w) {
   return bf16_to_f32(w);
 }
 
+// Splits [0, n) across the OpenMP threads and each thread's share into J runs of equal length,
+// walked side by side: pass(j, run) covers items j, j + run, ..., j + (J - 1) run, for j over
+// the first run; single(j) takes the share's remainder. The decode kernels' rows (and int8's
+// groups) go through it so that each core reads J long streams (see avx2 below).
+template <int J, typename Pass, typename Single>
+void in_runs(int64_t n, Pass&& pass, Single&& single) {
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t a = n * t / threads, b = n * (t + 1) / threads, run = (b - a) / J;
+    for (int64_t j = a; j < a + run; ++j) pass(j, run);
+    for (int64_t j = a + run * J; j < b; ++j) single(j);
+  }
+}
+
 // Eight weights as f32 (a bf16 value is the upper half of an f32: a 16-bit shift).
 __attribute__((target("avx2,fma"))) inline __m256 load8(const float* p) {
   return _mm256_loadu_ps(p);
@@ -80,13 +95,9 @@ template <int R, typename W>
 __attribute__((target("avx2,fma"))) void avx2(const float* x, int64_t k, const W* w, int64_t n,
                                               float* y) {
   constexpr int J = R == 1 ? 8 : R == 2 ? 4 : R <= 4 ? 2 : 1;  // J * R <= 8 of the 16 registers
-#pragma omp parallel
-  {
-    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t a = n * t / threads, b = n * (t + 1) / threads, run = (b - a) / J;
-    for (int64_t j = a; j < a + run; ++j) rows_avx2<R, J>(x, k, w, j, n, y, run);
-    for (int64_t j = a + run * J; j < b; ++j) rows_avx2<R, 1>(x, k, w, j, n, y);
-  }
+  in_runs<J>(
+      n, [&](int64_t j, int64_t run) { rows_avx2<R, J>(x, k, w, j, n, y, run); },
+      [&](int64_t j) { rows_avx2<R, 1>(x, k, w, j, n, y); });
 }
 
 // Any CPU, any row count.
