@@ -6,6 +6,9 @@
 # Rows: strata f32, bf16 and (when its bench-one-batch has --quantization) int8; llama.cpp
 # (the prebuilt CPU build of npm node-llama-cpp@3.21.1) f32, f16, bf16, Q8_0. The rows run
 # interleaved, ROUNDS times, in one sitting; the table gives each row's median over rounds.
+# Each round first probes the read bandwidth (strata_membw, beside the strata binary), and
+# every decode figure is also given as a fraction of that round's floor: the weights a step
+# reads, at the probed rate.
 # Usage: bench/cpu_vs_llamacpp.sh [strata binary (build/strata)]
 #   ROUNDS=3 GGUF_DIR=/tmp/strata-gguf RESULTS=FILE.jsonl bench/cpu_vs_llamacpp.sh build/strata
 #   BASELINE=/path/to/older/strata ...: that binary's rows too ("strata@baseline f32", ...), in
@@ -59,9 +62,24 @@ for type in f32 f16 bf16 q8_0; do
   ROWS+=("llama.cpp $type|node bench/llamacpp/bench_llamacpp.mjs --model $(gguf "$type") --input-len $INPUT_LEN --output-len $OUTPUT_LEN --threads $THREADS")
 done
 
+# The read floor, measured in every round beside the engines (this VM's bandwidth moved
+# between 32 and 51 GB/s within an hour on 2026-12-06, so a floor from another time says
+# little): strata_membw's read-only bandwidth, built next to the strata binary.
+MEMBW=$(dirname "$STRATA")/strata_membw
+[[ -x "$MEMBW" ]] || { echo "error: '$MEMBW' not found: build the strata_membw target" >&2; exit 2; }
+# Weights a decode step reads (every layer's projections and the LM head; one embedding row
+# and the ~160 cached positions are under 0.5% of it): the floor's numerator, in parameters.
+PARAMS=$(jq '(.head_dim // (.hidden_size / .num_attention_heads)) as $d |
+  .num_hidden_layers * (.hidden_size * (.num_attention_heads + 2 * .num_key_value_heads) * $d
+    + .num_attention_heads * $d * .hidden_size + 3 * .hidden_size * .intermediate_size)
+  + .vocab_size * .hidden_size' "$MODEL/config.json")
+
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores" >&2
 : >"$RESULTS"
 for round in $(seq "$ROUNDS"); do
+  echo "round $round/$ROUNDS: read floor" >&2
+  OMP_NUM_THREADS=$THREADS "$MEMBW" | tail -n 1 |
+    jq -c --argjson round "$round" '. + {"label": "read floor", "row": -1, "round": $round}' >>"$RESULTS"
   for i in "${!ROWS[@]}"; do
     label=${ROWS[$i]%%|*}
     echo "round $round/$ROUNDS: $label" >&2
@@ -79,16 +97,29 @@ jq -rs --argjson input "$INPUT_LEN" --argjson output "$OUTPUT_LEN" '
   def fmt(d): . * pow(10; d) | round | tostring |  # d decimals, kept when they are zeros
     (length | if . <= d then d + 1 - . else 0 end) as $pad | ("0" * $pad // "") + . |
     .[:length - d] + "." + .[length - d:];
-  (map(select(.input_len != $input or .output_len != $output or .decode_steps != $output - 1
+  (map(select(.row >= 0)) | map(select(.input_len != $input or .output_len != $output or .decode_steps != $output - 1
               or .batch_size != 1))
    | if length > 0 then error("error: runs with another prompt length or new-token count than \($input) + \($output) (batch 1): \(map(.label))") else . end) as $_ |
-  "| engine, weights | prefill tok/s | decode ms/token | decode tok/s | rounds |",
-  "| --- | --- | --- | --- | --- |",
-  (group_by(.row)[] |
+  # Bytes a weight takes in each format: strata int8 and Q8_0 both carry one 4-byte scale per
+  # 64 and one 2-byte scale per 32 values (1.0625).
+  def weight_bytes: (.label | split(" ") | last) as $w |
+    {"f32": 4, "f16": 2, "bf16": 2, "int8": 1.0625, "q8_0": 1.0625}[$w];
+  (map(select(.row < 0)) | map({key: (.round | tostring), value: .read_bandwidth_gb_s})
+   | from_entries) as $floor |
+  "| engine, weights | prefill tok/s | decode ms/token | decode tok/s | of read floor | rounds |",
+  "| --- | --- | --- | --- | --- | --- |",
+  (map(select(.row >= 0)) | group_by(.row)[] |
    "| \(.[0].label) | \(map(.prefill_throughput_tok_s) | median | fmt(1)) | " +
    "\(map(.decode_median_latency_ms) | median | fmt(1)) | " +
-   "\(map(.decode_throughput_tok_s) | median | fmt(2)) | \(length) |")
-' "$RESULTS"
+   "\(map(.decode_throughput_tok_s) | median | fmt(2)) | " +
+   # Each run against the probe of its own round, then the median.
+   "\(map($params * weight_bytes / (.decode_median_latency_ms / 1000) / 1e9
+            / $floor[.round | tostring]) | median * 100 | round)% | \(length) |"),
+  "",
+  "read floor (strata_membw, \($threads) threads, read-only): " +
+  "\(map(select(.row < 0) | .read_bandwidth_gb_s) | map(fmt(1)) | join(", ")) GB/s by round; " +
+  "a decode step reads \($params / 1e6 | round) M weights"
+' --argjson params "$PARAMS" --argjson threads "$THREADS" "$RESULTS"
 # What llama.cpp says about itself, from its last round: threads, CPU use, repacked buffers.
 jq -rs 'map(select(.engine == "llama.cpp")) | group_by(.label)[] | last |
   "\(.label): \(.threads) threads, \(.cpu_seconds_per_wall_second * 100 | round / 100) CPU s per s; " +
