@@ -4,6 +4,8 @@
 // the CUDA split-KV decode kernel does it.
 #include <cstdint>
 
+#include "kernels/cpu/gemm.h"  // Simd
+
 namespace strata::cpu {
 
 // Where one layer's cache lives and how to read one KV head of it.
@@ -21,8 +23,11 @@ struct ScoreParams {
   float softcap = 0.0f;
 };
 
+// `simd`: Simd::Portable forces the portable loops; any other level takes AVX-512 where the CPU
+// has it and both head widths are whole 16-float vectors. Every level gives the same bits.
 void attend_range(const float* q, const PagedKV& kv, int kv_head, const int32_t* slots, int begin,
-                  int end, const ScoreParams& p, float* scratch_scores, float* out, float* lse);
+                  int end, const ScoreParams& p, float* scratch_scores, float* out, float* lse,
+                  Simd simd = Simd::Best);
 
 // Merges `n` partials (out_i [Dv], lse_i) into out; a sink logit (or -inf) joins the
 // denominator only.
