@@ -65,9 +65,17 @@ binary_path=$(cat "$bundle/strata_binary_path")
 mkdir -p "$(dirname "$binary_path")"
 [ -e "$binary_path" ] || ln -sfn "$PWD/$bin/strata" "$binary_path"
 tests_bin=$bin/strata_tests
-# ... and the tokenizer fixtures the build unpacks beside it (tests/CMakeLists.txt).
-tok_data=$(dirname "$binary_path")/tests/tokenizers
-[ -e "$tok_data" ] || { mkdir -p "$tok_data" && tar -C "$tok_data" -xJf tests/data/tokenizers.tar.xz; }
+# ... and the tokenizer and model fixtures the build unpacks beside it (tests/CMakeLists.txt:
+# again whenever the archive's hash changes, which the stamp file records).
+unpack_fixtures() {  # ARCHIVE DIR
+  local stamp
+  stamp=$(sha256sum "$1" | cut -c1-64).stamp
+  [ -e "$2/$stamp" ] && return
+  rm -rf "$2" && mkdir -p "$2" && tar -C "$2" -xJf "$1" && touch "$2/$stamp"
+}
+unpack_fixtures tests/data/tokenizers.tar.xz "$(dirname "$binary_path")/tests/tokenizers"
+model_data=$(dirname "$binary_path")/tests/models
+unpack_fixtures tests/data/models.tar.xz "$model_data"
 # The kernel bench (bounded to 120 s a run) travels only in a bundle built with
 # BUNDLE_KERNEL_BENCH=1 (gpu_bundle.sh).
 kernel_bench() {
@@ -218,7 +226,7 @@ if [ "$what" = hybrid ] || [ "$what" = all ]; then
     --batch-size 8 --input-len 4096 --output-len 1 --json | tee -a "$OUT/hybrid_prefill.jsonl"
   kernel_bench mamba 64 8 4096 | tee -a "$OUT/hybrid_kernels.jsonl"
   # Served with prefix caching of the recurrent state (extra_buffer) against no cache.
-  timeout 300 python3 bench/hybrid_serve_check.py "$bin/strata" tests/data/models/nemotron_h \
+  timeout 300 python3 bench/hybrid_serve_check.py "$bin/strata" "$model_data/nemotron_h" \
     --device cuda | tee -a "$OUT/hybrid_serve.jsonl"
   # The peer: transformers' own NemotronH on the same GPU; which Mamba kernels it had.
   python3 -c "import importlib.util as u; print({m: u.find_spec(m) is not None for m in ['mamba_ssm', 'causal_conv1d']})" \

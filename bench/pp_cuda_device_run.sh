@@ -53,19 +53,28 @@ export LD_LIBRARY_PATH=$L:$L/openmpi/lib:/usr/local/cuda/lib64:/usr/local/cuda/l
 bin=$payload/bin
 ldd "$bin/strata" | grep -E "not found|nccl|cublas|cudart|mpi|fmt|openblas" | tee -a "$OUT/env.txt"
 
-# The test binary has the developer machine's paths compiled in (test data, the strata binary).
+# The test binary has the developer machine's paths compiled in (test data, the strata binary,
+# the model fixtures its build unpacked from tests/data/models.tar.xz: unpacked here to the
+# same path, again whenever the archive's hash changes, as tests/CMakeLists.txt does).
 tests_src=$(strings "$bin/strata_tests" | grep -m1 -E '^/.*/tests/data$')
 strata_path=$(strings "$bin/strata_tests" | grep -m1 -E '^/.*/build/strata$')
+model_data=$(strings "$bin/strata_tests" | grep -m1 -E '^/.*/tests/models$')
+[ -n "$model_data" ] || { echo "error: strata_tests has no STRATA_MODEL_DATA path (a payload built before tests/data/models.tar.xz)" >&2; exit 1; }
 mkdir -p "$(dirname "$tests_src")" "$(dirname "$strata_path")"
 [ -e "$tests_src" ] || ln -sfn "$PWD/tests/data" "$tests_src"
 [ -e "$strata_path" ] || ln -sfn "$bin/strata" "$strata_path"
+stamp=$(sha256sum tests/data/models.tar.xz | cut -c1-64).stamp
+if [ ! -e "$model_data/$stamp" ]; then
+  rm -rf "$model_data" && mkdir -p "$model_data" &&
+    tar -C "$model_data" -xJf tests/data/models.tar.xz && touch "$model_data/$stamp"
+fi
 
 echo "== smoke: PP=2 on two GPUs, tiny llama"
-timeout 120 "$bin/strata" generate --model tests/data/models/llama --device cuda --input-ids 1,2,3 \
+timeout 120 "$bin/strata" generate --model "$model_data/llama" --device cuda --input-ids 1,2,3 \
   --max-new-tokens 4 --pp-size 2 --pp-timeout 60 --json --timing >"$OUT/smoke.log" 2>&1
 echo "smoke rc=$?"; tail -5 "$OUT/smoke.log"
 if ! grep -q output_ids "$OUT/smoke.log"; then
-  NCCL_DEBUG=INFO timeout 120 "$bin/strata" generate --model tests/data/models/llama --device cuda \
+  NCCL_DEBUG=INFO timeout 120 "$bin/strata" generate --model "$model_data/llama" --device cuda \
     --input-ids 1,2,3 --max-new-tokens 4 --pp-size 2 --pp-timeout 30 --json >"$OUT/smoke_debug.log" 2>&1
   tail -30 "$OUT/smoke_debug.log"
 fi

@@ -33,7 +33,9 @@ cp build/tests/strata_tests "$out/bundle/bin/"
 # The fixture path the test binary has compiled in: the run script links the carried
 # tests/data there.
 echo "$PWD/tests/data" >"$out/bundle/test_data_path"
-# ... and the strata binary's, which CLI tests run.
+# ... and the strata binary's, which CLI tests run; the run script unpacks the tokenizer and
+# model fixtures beside it (build/tests/tokenizers, build/tests/models), where the test binary
+# looks for them (STRATA_TOKENIZER_DATA, STRATA_MODEL_DATA).
 echo "$PWD/build/strata" >"$out/bundle/strata_binary_path"
 # Libraries the GPU machine lacks: every resolved dependency except the C runtime, the
 # compiler's runtime and CUDA's own (the machine has its driver and toolkit).

@@ -26,8 +26,8 @@ fi
 # committed).
 npm ci --prefix tests/node --no-audit --no-fund
 
-# The main job: greedy generation from the vendored trained model (tests/data/models/tiny-en,
-# a 3.4M-parameter Llama trained on the King James Bible and the Brown corpus,
-# docs/tiny_model.md): the generated ids, then their text.
-./build/strata generate --model tests/data/models/tiny-en --prompt "And Jesus said unto them" \
+# The main job: greedy generation from the vendored trained model (tiny-en, a 3.4M-parameter
+# Llama trained on the King James Bible and the Brown corpus, docs/tiny_model.md; the build
+# unpacked it from tests/data/models.tar.xz): the generated ids, then their text.
+./build/strata generate --model build/tests/models/tiny-en --prompt "And Jesus said unto them" \
     --max-new-tokens 40 --stop-at-eos

@@ -44,7 +44,7 @@ std::string scratch_dir() {
 }
 
 std::string fixture_dir(const std::string& name) {
-  return std::string(STRATA_TEST_DATA) + "/models/" + name;
+  return std::string(STRATA_MODEL_DATA) + "/" + name;
 }
 
 Reference load_reference(const std::string& fixture) {

@@ -1,7 +1,7 @@
 #pragma once
 // Shared helpers for golden and invariance tests over the vendored model fixtures
-// (tests/data/models/<case>: a Hugging Face directory plus reference.safetensors made by
-// transformers; see tests/data/README.md).
+// (<case>/ in tests/data/models.tar.xz, which the build unpacks into STRATA_MODEL_DATA: a Hugging
+// Face directory plus reference.safetensors made by transformers; see tests/data/README.md).
 #include <map>
 #include <string>
 #include <vector>

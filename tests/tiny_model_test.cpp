@@ -1,4 +1,4 @@
-// The vendored trained model (tests/data/models/tiny-en, tools/train_tiny/train.py): real
+// The vendored trained model (tiny-en in tests/data/models.tar.xz, tools/train_tiny/train.py): real
 // English through the whole engine. Its training run wrote the torch reference
 // (training_results.json): the held-out text's token ids (tests/data/heldout_en.txt), its
 // perplexity in f32 at three windowings, and transformers' greedy continuations. Checked

@@ -107,9 +107,8 @@ fs::path write_tiny_tokenizer() {
 
 TEST(GenerateCli, PromptAndChatGoThroughTheTokenizer) {
   const fs::path tokenizer = write_tiny_tokenizer();
-  const std::string base = "generate --model " + std::string(STRATA_TEST_DATA) +
-                           "/models/qwen3 --tokenizer " + tokenizer.string() +
-                           " --max-new-tokens 4 --json ";
+  const std::string base = "generate --model " + fixture_dir("qwen3") + " --tokenizer " +
+                           tokenizer.string() + " --max-new-tokens 4 --json ";
   const tok::Tokenizer t = tok::Tokenizer::load(tokenizer.string());
   struct Case {
     std::string flags;

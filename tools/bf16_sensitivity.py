@@ -7,7 +7,9 @@ too) from an engine bug (only strata's moves). Prints, per prompt, the max |logi
 transformers in bf16 against the f32 reference, and the smallest router margin (gap between
 the k-th and (k+1)-th router logit over tokens and layers) in an f32 run, and the error at each
 of the reference's greedy steps (teacher-forced).
-  python3 tools/bf16_sensitivity.py tests/data/models/gpt_oss
+  python3 tools/bf16_sensitivity.py build/tests/models/gpt_oss
+(the fixtures the build unpacked from tests/data/models.tar.xz, or scripts/pack_fixtures.sh unpack's
+tests/data/models/gpt_oss).
 """
 import sys
 

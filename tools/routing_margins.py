@@ -11,6 +11,7 @@ bf16 invariance tests (chunked = whole on the GPU) skip such prompts
 (tests/test_util.h: routing_stable_prompt). tools/bf16_sensitivity.py prints a cruder margin
 (raw router logits, no scoring or groups) beside its bf16 run; this one is what the tests read.
   python3 tools/routing_margins.py tests/data/models/deepseek_v2_lite [OUT_DIR]
+(after scripts/pack_fixtures.sh unpack; pack again to vendor the new routing_margins.json).
 """
 import json
 import os

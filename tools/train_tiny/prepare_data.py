@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds the training corpus of the vendored tiny model (tests/data/models/tiny-en).
+"""Builds the training corpus of the vendored tiny model (tiny-en in tests/data/models.tar.xz).
 
 Two public-domain / freely redistributable English sources, as installed on a Debian machine:
   * the King James Bible: Debian package `bible-kjv-text`, read through `bible` (package

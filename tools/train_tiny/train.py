@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Trains the vendored tiny English model (tests/data/models/tiny-en) on one GPU.
+"""Trains the vendored tiny English model (tiny-en in tests/data/models.tar.xz) on one GPU.
 
 Input: tools/train_tiny/data/corpus.json.xz from prepare_data.py. Steps:
   1. a byte-level BPE tokenizer (4096 tokens, 3 special: <|endoftext|> = EOS and document

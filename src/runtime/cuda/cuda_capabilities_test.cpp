@@ -40,7 +40,7 @@ TEST(CudaCapabilities, GatedDeltaNetAndShortConvRunOnCuda) {
   const auto problems = [&](const std::string& fixture) {
     std::string all;
     for (const auto& p : cuda_configuration_problems(
-             ModelConfig::load(std::string(STRATA_TEST_DATA) + "/models/" + fixture), o))
+             ModelConfig::load(std::string(STRATA_MODEL_DATA) + "/" + fixture), o))
       all += p + "\n";
     return all;
   };

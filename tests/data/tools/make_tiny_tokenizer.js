@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Makes tests/data/tokenizers/tiny_chatml: a byte-level BPE tokenizer of exactly 512 ids (the
-// vocab_size of the vendored tiny models in tests/data/models), trained with Hugging Face
+// vocab_size of the vendored tiny models in tests/data/models.tar.xz), trained with Hugging Face
 // `tokenizers` (the Node binding of the Rust library), with ChatML special tokens and chat
 // template, plus the library's own outputs for strata's tests to match.
 //
