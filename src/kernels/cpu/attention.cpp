@@ -42,16 +42,46 @@ bool has_avx512() {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-__attribute__((target("avx512f"))) float dot_avx512(const float* q, const float* k, int n) {
-  __m512 lanes = _mm512_setzero_ps();
-  for (int d = 0; d < n; d += 16)
-    lanes = _mm512_add_ps(lanes, _mm512_mul_ps(_mm512_loadu_ps(q + d), _mm512_loadu_ps(k + d)));
+__attribute__((target("avx512f"))) float reduce_lanes(__m512 lanes) {
   const __m256 w8 =
       _mm256_add_ps(_mm512_castps512_ps256(lanes),
                     _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lanes), 1)));
   const __m128 w4 = _mm_add_ps(_mm256_castps256_ps128(w8), _mm256_extractf128_ps(w8, 1));
   const __m128 w2 = _mm_add_ps(w4, _mm_movehl_ps(w4, w4));
   return _mm_cvtss_f32(_mm_add_ss(w2, _mm_shuffle_ps(w2, w2, 1)));
+}
+
+// s[i] = q . k_i for the K keys at `rows` side by side: each key's sum is one dependent chain,
+// so several keys at once keep the adder busy.
+template <int K>
+__attribute__((target("avx512f"))) void dots_avx512(const float* q, const float* const* rows, int n,
+                                                    float* s) {
+  __m512 lanes[K];
+  for (int i = 0; i < K; ++i) lanes[i] = _mm512_setzero_ps();
+  for (int d = 0; d < n; d += 16) {
+    const __m512 qd = _mm512_loadu_ps(q + d);
+    for (int i = 0; i < K; ++i)
+      lanes[i] = _mm512_add_ps(lanes[i], _mm512_mul_ps(qd, _mm512_loadu_ps(rows[i] + d)));
+  }
+  for (int i = 0; i < K; ++i) s[i] = reduce_lanes(lanes[i]);
+}
+
+// The scores of keys [begin, end), four at a time.
+void dots(const float* q, const PagedKV& kv, int kv_head, const int32_t* slots, int begin, int end,
+          float* scores) {
+  const int dk = kv.k_head_dim;
+  auto row = [&](int j) {
+    return kv.k + static_cast<int64_t>(slots[j]) * kv.k_row_stride + kv_head * dk;
+  };
+  int j = begin;
+  for (; j + 4 <= end; j += 4) {
+    const float* rows[4] = {row(j), row(j + 1), row(j + 2), row(j + 3)};
+    dots_avx512<4>(q, rows, dk, scores + (j - begin));
+  }
+  for (; j < end; ++j) {
+    const float* rows[1] = {row(j)};
+    dots_avx512<1>(q, rows, dk, scores + (j - begin));
+  }
 }
 
 // out[0, 16 NV) = sum_j w_j v_j[0, 16 NV), the keys in order, the sums held in registers.
@@ -116,10 +146,11 @@ void attend_range(const float* q, const PagedKV& kv, int kv_head, const int32_t*
     return;
   }
   const bool avx512 = simd != Simd::Portable && dk % 16 == 0 && dv % 16 == 0 && has_avx512();
+  if (avx512) dots(q, kv, kv_head, slots, begin, end, scores);
   float max_score = -std::numeric_limits<float>::infinity();
   for (int j = begin; j < end; ++j) {
     const float* k = kv.k + static_cast<int64_t>(slots[j]) * kv.k_row_stride + kv_head * dk;
-    float s = (avx512 ? dot_avx512(q, k, dk) : dot(q, k, dk)) * p.scale;
+    float s = (avx512 ? scores[j - begin] : dot(q, k, dk)) * p.scale;
     if (p.softcap > 0.0f) s = p.softcap * std::tanh(s / p.softcap);
     scores[j - begin] = s;
     max_score = std::max(max_score, s);
