@@ -23,18 +23,26 @@ inline float widen(uint16_t w) {
   return bf16_to_f32(w);
 }
 
-// Splits [0, n) across the OpenMP threads and each thread's share into J runs of equal length,
-// walked side by side: pass(j, run) covers items j, j + run, ..., j + (J - 1) run, for j over
-// the first run; single(j) takes the share's remainder. The decode kernels' rows (and int8's
-// groups) go through it so that each core reads J long streams (see avx2 below).
+// Splits [0, n) into chunks, kChunksPerThread a thread, taken as threads free up, and each chunk
+// into J runs of equal length, walked side by side: pass(j, run) covers items j, j + run, ...,
+// j + (J - 1) run, for j over the first run; single(j) takes the chunk's remainder. The decode
+// kernels' rows (and int8's groups) go through it so that each core reads J long streams (see
+// avx2 below). Chunks, not one share a thread: a core whose reads a step slowed held the other
+// at the barrier, and on a 2-core VM the two threads spent ~9% of an int8 decode step waiting
+// for each other in turn (perf). Which thread computes a row does not change its sum.
+constexpr int64_t kChunksPerThread = 4;
 template <int J, typename Pass, typename Single>
 void in_runs(int64_t n, Pass&& pass, Single&& single) {
 #pragma omp parallel
   {
-    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t a = n * t / threads, b = n * (t + 1) / threads, run = (b - a) / J;
-    for (int64_t j = a; j < a + run; ++j) pass(j, run);
-    for (int64_t j = a + run * J; j < b; ++j) single(j);
+    const int64_t threads = omp_get_num_threads();
+    const int64_t chunks = threads == 1 ? 1 : threads * kChunksPerThread;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t a = n * c / chunks, b = n * (c + 1) / chunks, run = (b - a) / J;
+      for (int64_t j = a; j < a + run; ++j) pass(j, run);
+      for (int64_t j = a + run * J; j < b; ++j) single(j);
+    }
   }
 }
 
