@@ -6,9 +6,9 @@
 # Rows: strata f32, bf16 and (when its bench-one-batch has --quantization) int8; llama.cpp
 # (the prebuilt CPU build of npm node-llama-cpp@3.21.1) f32, f16, bf16, Q8_0. The rows run
 # interleaved, ROUNDS times, in one sitting; the table gives each row's median over rounds.
-# Each round first probes the read bandwidth (strata_membw, beside the strata binary), and
-# every decode figure is also given as a fraction of that round's floor: the weights a step
-# reads, at the probed rate.
+# Every run is preceded by a probe of the read bandwidth (strata_membw, beside the strata
+# binary), and its decode is also given as a fraction of that floor: the weights a step reads,
+# at the probed rate (the median over rounds of each run's fraction).
 # Usage: bench/cpu_vs_llamacpp.sh [strata binary (build/strata)]
 #   ROUNDS=3 GGUF_DIR=/tmp/strata-gguf RESULTS=FILE.jsonl bench/cpu_vs_llamacpp.sh build/strata
 #   BASELINE=/path/to/older/strata ...: that binary's rows too ("strata@baseline f32", ...), in
@@ -62,9 +62,10 @@ for type in f32 f16 bf16 q8_0; do
   ROWS+=("llama.cpp $type|node bench/llamacpp/bench_llamacpp.mjs --model $(gguf "$type") --input-len $INPUT_LEN --output-len $OUTPUT_LEN --threads $THREADS")
 done
 
-# The read floor, measured in every round beside the engines (this VM's bandwidth moved
-# between 32 and 51 GB/s within an hour on 2026-12-06, so a floor from another time says
-# little): strata_membw's read-only bandwidth, built next to the strata binary.
+# The read floor, probed just before every run (this VM's read bandwidth moved between 33 and
+# 52 GB/s from one minute, even one run, to the next on 2026-12-06, so a floor from another
+# time says little): strata_membw's read-only bandwidth (1.7 s), built next to the strata
+# binary.
 MEMBW=$(dirname "$STRATA")/strata_membw
 [[ -x "$MEMBW" ]] || { echo "error: '$MEMBW' not found: build the strata_membw target" >&2; exit 2; }
 # Weights a decode step reads (every layer's projections and the LM head; one embedding row
@@ -77,15 +78,15 @@ PARAMS=$(jq '(.head_dim // (.hidden_size / .num_attention_heads)) as $d |
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores" >&2
 : >"$RESULTS"
 for round in $(seq "$ROUNDS"); do
-  echo "round $round/$ROUNDS: read floor" >&2
-  OMP_NUM_THREADS=$THREADS "$MEMBW" | tail -n 1 |
-    jq -c --argjson round "$round" '. + {"label": "read floor", "row": -1, "round": $round}' >>"$RESULTS"
   for i in "${!ROWS[@]}"; do
     label=${ROWS[$i]%%|*}
     echo "round $round/$ROUNDS: $label" >&2
-    # The JSON is the command's last stdout line; the row's label, place and round go with it.
+    floor=$(OMP_NUM_THREADS=$THREADS "$MEMBW" | tail -n 1 | jq .read_bandwidth_gb_s)
+    # The JSON is the command's last stdout line; the row's label, place, round and the read
+    # floor probed just before it go with it.
     ${ROWS[$i]#*|} | tail -n 1 | jq -c --arg name "$label" --argjson row "$i" \
-      --argjson round "$round" '. + {"label": $name, "row": $row, "round": $round}' >>"$RESULTS"
+      --argjson round "$round" --argjson floor "$floor" \
+      '. + {"label": $name, "row": $row, "round": $round, "read_floor_gb_s": $floor}' >>"$RESULTS"
   done
 done
 echo "results: $RESULTS (load average at the end: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
@@ -97,27 +98,26 @@ jq -rs --argjson input "$INPUT_LEN" --argjson output "$OUTPUT_LEN" '
   def fmt(d): . * pow(10; d) | round | tostring |  # d decimals, kept when they are zeros
     (length | if . <= d then d + 1 - . else 0 end) as $pad | ("0" * $pad // "") + . |
     .[:length - d] + "." + .[length - d:];
-  (map(select(.row >= 0)) | map(select(.input_len != $input or .output_len != $output or .decode_steps != $output - 1
+  (map(select(.input_len != $input or .output_len != $output or .decode_steps != $output - 1
               or .batch_size != 1))
    | if length > 0 then error("error: runs with another prompt length or new-token count than \($input) + \($output) (batch 1): \(map(.label))") else . end) as $_ |
   # Bytes a weight takes in each format: strata int8 and Q8_0 both carry one 4-byte scale per
   # 64 and one 2-byte scale per 32 values (1.0625).
   def weight_bytes: (.label | split(" ") | last) as $w |
     {"f32": 4, "f16": 2, "bf16": 2, "int8": 1.0625, "q8_0": 1.0625}[$w];
-  (map(select(.row < 0)) | map({key: (.round | tostring), value: .read_bandwidth_gb_s})
-   | from_entries) as $floor |
   "| engine, weights | prefill tok/s | decode ms/token | decode tok/s | of read floor | rounds |",
   "| --- | --- | --- | --- | --- | --- |",
-  (map(select(.row >= 0)) | group_by(.row)[] |
+  (group_by(.row)[] |
    "| \(.[0].label) | \(map(.prefill_throughput_tok_s) | median | fmt(1)) | " +
    "\(map(.decode_median_latency_ms) | median | fmt(1)) | " +
    "\(map(.decode_throughput_tok_s) | median | fmt(2)) | " +
-   # Each run against the probe of its own round, then the median.
+   # Each run against the probe just before it, then the median.
    "\(map($params * weight_bytes / (.decode_median_latency_ms / 1000) / 1e9
-            / $floor[.round | tostring]) | median * 100 | round)% | \(length) |"),
+            / .read_floor_gb_s) | median * 100 | round)% | \(length) |"),
   "",
-  "read floor (strata_membw, \($threads) threads, read-only): " +
-  "\(map(select(.row < 0) | .read_bandwidth_gb_s) | map(fmt(1)) | join(", ")) GB/s by round; " +
+  "read floor (strata_membw, \($threads) threads, read-only, before each run): " +
+  "\(map(.read_floor_gb_s) | min | fmt(1))-\(map(.read_floor_gb_s) | max | fmt(1)) GB/s, " +
+  "median \(map(.read_floor_gb_s) | median | fmt(1)); " +
   "a decode step reads \($params / 1e6 | round) M weights"
 ' --argjson params "$PARAMS" --argjson threads "$THREADS" "$RESULTS"
 # What llama.cpp says about itself, from its last round: threads, CPU use, repacked buffers.
