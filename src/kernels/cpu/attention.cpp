@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu/skinny_gemm.h"  // skinny::has_avx512
+
 namespace strata::cpu {
 
 namespace {
@@ -25,11 +27,6 @@ float dot(const float* q, const float* k, int n) {
   float s = lanes[0];
   for (; d < n; ++d) s += q[d] * k[d];
   return s;
-}
-
-bool has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
 }
 
 // The same sums on AVX-512, for widths in whole vectors: one vector is dot's 16 lanes and the
@@ -145,7 +142,8 @@ void attend_range(const float* q, const PagedKV& kv, int kv_head, const int32_t*
     *lse = -std::numeric_limits<float>::infinity();
     return;
   }
-  const bool avx512 = simd != Simd::Portable && dk % 16 == 0 && dv % 16 == 0 && has_avx512();
+  const bool avx512 =
+      simd != Simd::Portable && dk % 16 == 0 && dv % 16 == 0 && skinny::has_avx512();
   if (avx512) dots(q, kv, kv_head, slots, begin, end, scores);
   float max_score = -std::numeric_limits<float>::infinity();
   for (int j = begin; j < end; ++j) {

@@ -21,11 +21,6 @@ namespace {
 
 constexpr int64_t kMaxSkinnyRows = 8;
 
-bool has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
-
 // y[r, j] += x[r, :] . w[j, :] for R rows against J weight rows j0.., 16 weights a step, one
 // accumulator per output as in skinny::rows_avx2 (the same order for every R and J: a row's
 // result does not depend on its batch; J > 1 gives narrow batches independent FMA chains).
@@ -134,7 +129,7 @@ enum class Level { Dot, Avx512, Avx2, Portable };
 Level resolve(Simd simd) {
   const bool above_avx512 = simd == Simd::Best || simd == Simd::Amx || simd == Simd::Avx512Bf16;
   if (above_avx512 && bf16_dot::available()) return Level::Dot;
-  if ((above_avx512 || simd == Simd::Avx512) && has_avx512()) return Level::Avx512;
+  if ((above_avx512 || simd == Simd::Avx512) && skinny::has_avx512()) return Level::Avx512;
   if (simd != Simd::Portable && skinny::has_avx2_fma()) return Level::Avx2;
   return Level::Portable;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The decode-shaped product both weight dtypes share (gemm.cpp: f32, gemm_bf16.cpp: bf16):
 // y[r, j] += x[r, :] . w[j, :] for R <= 8 rows, each weight row read once for all the rows, the
-// weight rows split across the OpenMP threads. Internal to kernels/cpu.
+// weight rows split across the OpenMP threads; and the CPU feature checks the kernels share.
+// Internal to kernels/cpu.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -13,6 +14,10 @@ namespace strata::cpu::skinny {
 
 inline bool has_avx2_fma() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+inline bool has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
   return has;
 }
 
