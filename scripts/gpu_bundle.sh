@@ -8,7 +8,8 @@
 #   BUNDLE_KERNEL_BENCH=1 scripts/gpu_bundle.sh   # ... with strata_attention_bench
 #   BUNDLE_SLIM=1 ...   # without the strata binary and OpenMPI (~2 MiB less): when the tracked
 #                       # tree plus the whole bundle pass the 64 MiB a run carries (they did on
-#                       # 2026-12-06: 52.9 + 10.5 MiB); only the test binary's and kernel bench's
+#                       # 2026-12-06: 52.9 + 10.5 MiB; since the fixture models were packed,
+#                       # 42.5 + 10.5 MiB fit); only the test binary's and kernel bench's
 #                       # work runs, so filter out the CLI, pipeline and tensor-parallel tests:
 #                       # TESTS_FILTER='Shapes/Cuda*:CudaMla*:DeviceKVPool*:*OpsDevice*:Fixtures/GoldenCuda*:Hybrids/GoldenCuda*:Fixtures/CudaInvariance*:Hybrids/CudaInvariance*:Fixtures/WindowSpaceModelCuda*:CudaCapabilities*:StructuredOutput.Cuda*'
 slim=${BUNDLE_SLIM:-0}
