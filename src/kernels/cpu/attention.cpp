@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -100,35 +101,15 @@ __attribute__((target("avx512f"))) void weighted_rows_avx512(const float* w, con
 
 void weighted_rows(const float* w, const PagedKV& kv, int kv_head, const int32_t* slots, int begin,
                    int end, float* out) {
+  using Rows = void (*)(const float*, const PagedKV&, int64_t, const int32_t*, int, int, float*);
+  static constexpr Rows kByVectors[] = {weighted_rows_avx512<1>, weighted_rows_avx512<2>,
+                                        weighted_rows_avx512<3>, weighted_rows_avx512<4>,
+                                        weighted_rows_avx512<5>, weighted_rows_avx512<6>,
+                                        weighted_rows_avx512<7>, weighted_rows_avx512<8>};
   const int dv = kv.v_head_dim;
   for (int d0 = 0; d0 < dv; d0 += 128) {  // eight vectors of the row at a time
     const int64_t col = static_cast<int64_t>(kv_head) * dv + d0;
-    switch (std::min(dv - d0, 128) / 16) {
-      case 8:
-        weighted_rows_avx512<8>(w, kv, col, slots, begin, end, out + d0);
-        break;
-      case 7:
-        weighted_rows_avx512<7>(w, kv, col, slots, begin, end, out + d0);
-        break;
-      case 6:
-        weighted_rows_avx512<6>(w, kv, col, slots, begin, end, out + d0);
-        break;
-      case 5:
-        weighted_rows_avx512<5>(w, kv, col, slots, begin, end, out + d0);
-        break;
-      case 4:
-        weighted_rows_avx512<4>(w, kv, col, slots, begin, end, out + d0);
-        break;
-      case 3:
-        weighted_rows_avx512<3>(w, kv, col, slots, begin, end, out + d0);
-        break;
-      case 2:
-        weighted_rows_avx512<2>(w, kv, col, slots, begin, end, out + d0);
-        break;
-      default:
-        weighted_rows_avx512<1>(w, kv, col, slots, begin, end, out + d0);
-        break;
-    }
+    kByVectors[std::min(dv - d0, 128) / 16 - 1](w, kv, col, slots, begin, end, out + d0);
   }
 }
 
