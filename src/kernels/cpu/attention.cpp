@@ -64,13 +64,18 @@ __attribute__((target("avx512f"))) void dots_avx512(const float* q, const float*
   for (int i = 0; i < K; ++i) s[i] = reduce_lanes(lanes[i]);
 }
 
+const float* key_row(const PagedKV& kv, int kv_head, const int32_t* slots, int j) {
+  return kv.k + static_cast<int64_t>(slots[j]) * kv.k_row_stride + kv_head * kv.k_head_dim;
+}
+const float* value_row(const PagedKV& kv, int kv_head, const int32_t* slots, int j) {
+  return kv.v + static_cast<int64_t>(slots[j]) * kv.v_row_stride + kv_head * kv.v_head_dim;
+}
+
 // The scores of keys [begin, end), four at a time.
 void dots(const float* q, const PagedKV& kv, int kv_head, const int32_t* slots, int begin, int end,
           float* scores) {
   const int dk = kv.k_head_dim;
-  auto row = [&](int j) {
-    return kv.k + static_cast<int64_t>(slots[j]) * kv.k_row_stride + kv_head * dk;
-  };
+  auto row = [&](int j) { return key_row(kv, kv_head, slots, j); };
   int j = begin;
   for (; j + 4 <= end; j += 4) {
     const float* rows[4] = {row(j), row(j + 1), row(j + 2), row(j + 3)};
@@ -82,16 +87,17 @@ void dots(const float* q, const PagedKV& kv, int kv_head, const int32_t* slots, 
   }
 }
 
-// out[0, 16 NV) = sum_j w_j v_j[0, 16 NV), the keys in order, the sums held in registers.
+// out[0, 16 NV) = sum_j w_j v_j[d0, d0 + 16 NV), the keys in order, the sums in registers.
 template <int NV>
 __attribute__((target("avx512f"))) void weighted_rows_avx512(const float* w, const PagedKV& kv,
-                                                             int64_t col, const int32_t* slots,
-                                                             int begin, int end, float* out) {
+                                                             int kv_head, int d0,
+                                                             const int32_t* slots, int begin,
+                                                             int end, float* out) {
   __m512 acc[NV];
   for (int c = 0; c < NV; ++c) acc[c] = _mm512_setzero_ps();
   for (int j = begin; j < end; ++j) {
     const __m512 wj = _mm512_set1_ps(w[j - begin]);
-    const float* v = kv.v + static_cast<int64_t>(slots[j]) * kv.v_row_stride + col;
+    const float* v = value_row(kv, kv_head, slots, j) + d0;
     for (int c = 0; c < NV; ++c)
       acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(wj, _mm512_loadu_ps(v + 16 * c)));
   }
@@ -101,16 +107,14 @@ __attribute__((target("avx512f"))) void weighted_rows_avx512(const float* w, con
 
 void weighted_rows(const float* w, const PagedKV& kv, int kv_head, const int32_t* slots, int begin,
                    int end, float* out) {
-  using Rows = void (*)(const float*, const PagedKV&, int64_t, const int32_t*, int, int, float*);
+  using Rows = void (*)(const float*, const PagedKV&, int, int, const int32_t*, int, int, float*);
   static constexpr Rows kByVectors[] = {weighted_rows_avx512<1>, weighted_rows_avx512<2>,
                                         weighted_rows_avx512<3>, weighted_rows_avx512<4>,
                                         weighted_rows_avx512<5>, weighted_rows_avx512<6>,
                                         weighted_rows_avx512<7>, weighted_rows_avx512<8>};
   const int dv = kv.v_head_dim;
-  for (int d0 = 0; d0 < dv; d0 += 128) {  // eight vectors of the row at a time
-    const int64_t col = static_cast<int64_t>(kv_head) * dv + d0;
-    kByVectors[std::min(dv - d0, 128) / 16 - 1](w, kv, col, slots, begin, end, out + d0);
-  }
+  for (int d0 = 0; d0 < dv; d0 += 128)  // eight vectors of the row at a time
+    kByVectors[std::min(dv - d0, 128) / 16 - 1](w, kv, kv_head, d0, slots, begin, end, out + d0);
 }
 
 }  // namespace
@@ -125,28 +129,32 @@ void attend_range(const float* q, const PagedKV& kv, int kv_head, const int32_t*
   }
   const bool avx512 =
       simd != Simd::Portable && dk % 16 == 0 && dv % 16 == 0 && skinny::has_avx512();
-  if (avx512) dots(q, kv, kv_head, slots, begin, end, scores);
+  // Raw q.k into `scores`, then scaled (and capped) in place.
+  if (avx512) {
+    dots(q, kv, kv_head, slots, begin, end, scores);
+  } else {
+    for (int j = begin; j < end; ++j)
+      scores[j - begin] = dot(q, key_row(kv, kv_head, slots, j), dk);
+  }
   float max_score = -std::numeric_limits<float>::infinity();
   for (int j = begin; j < end; ++j) {
-    const float* k = kv.k + static_cast<int64_t>(slots[j]) * kv.k_row_stride + kv_head * dk;
-    float s = (avx512 ? scores[j - begin] : dot(q, k, dk)) * p.scale;
+    float s = scores[j - begin] * p.scale;
     if (p.softcap > 0.0f) s = p.softcap * std::tanh(s / p.softcap);
     scores[j - begin] = s;
     max_score = std::max(max_score, s);
   }
+  // The softmax weights in place of the scores, then the weighted value rows.
   float sum = 0.0f;
+  for (int j = begin; j < end; ++j) {
+    scores[j - begin] = std::exp(scores[j - begin] - max_score);
+    sum += scores[j - begin];
+  }
   if (avx512) {
-    for (int j = begin; j < end; ++j) {
-      scores[j - begin] = std::exp(scores[j - begin] - max_score);  // now the weights
-      sum += scores[j - begin];
-    }
     weighted_rows(scores, kv, kv_head, slots, begin, end, out);
   } else {
     for (int j = begin; j < end; ++j) {
-      const float w = std::exp(scores[j - begin] - max_score);
-      sum += w;
-      const float* v = kv.v + static_cast<int64_t>(slots[j]) * kv.v_row_stride + kv_head * dv;
-      for (int d = 0; d < dv; ++d) out[d] += w * v[d];
+      const float* v = value_row(kv, kv_head, slots, j);
+      for (int d = 0; d < dv; ++d) out[d] += scores[j - begin] * v[d];
     }
   }
   const float inv = 1.0f / sum;
