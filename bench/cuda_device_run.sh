@@ -194,7 +194,7 @@ if [ "$what" = profile ]; then
   timeout "${PROFILE_TIMEOUT:-400}" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
     --launch-skip "${PROFILE_SKIP:-4000}" --launch-count "${PROFILE_COUNT:-700}" \
     "$bin/strata" bench-one-batch --model $config --load-format dummy --device cuda \
-    --batch-size "${PROFILE_BATCH:-64}" --input-len 1024 --output-len 12 --disable-cuda-graph >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+    --batch-size "${PROFILE_BATCH:-64}" --input-len 1024 --output-len "${PROFILE_OUTPUT_LEN:-12}" --disable-cuda-graph >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
   echo "ncu rc=$?"; tail -3 "$OUT/ncu.err"
   python3 bench/ncu_summary.py "$OUT/ncu.csv" | tee "$OUT/ncu_summary.txt"
 fi

@@ -76,6 +76,14 @@ struct DecodeWorkspace {
 constexpr int kDefaultDecodeUnroll = 2;
 constexpr int kDefaultDecodeBlocksPerSm = 8;
 constexpr int kDefaultDecodeTileStages = 2;
+// MLA's latent kernel holds one block per SM (a 64-key tile of 576-wide rows is 73 KB), so a
+// target of 8 blocks per SM only cut each request into more splits for stage 2 to merge: in
+// the H100 sweep of 2026-12-06 a target of 2 won every batched row (64 x 4096: 0.171 against
+// 0.198 ms at 16 heads, 0.547 against 0.750 ms at 128 heads).
+constexpr int kDefaultMlaDecodeBlocksPerSm = 2;
+// The split target a cached layout's decode kernel was tuned at: the MLA latent's (one KV
+// head whose value is the key row's leading 512 of 576 columns) or everyone else's.
+int default_decode_blocks_per_sm(int num_kv_heads, int k_head_dim, int v_head_dim, bool v_in_k);
 void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                       const AttentionParams& p, const DecodeWorkspace& ws, bf16* out,
                       cudaStream_t stream);
@@ -92,9 +100,9 @@ const char* decode_kernel_name(const DeviceKV& kv, const PagedBatch& batch,
 
 // KV splits for a decode batch: enough blocks to fill the GPU several times over, but no
 // split shorter than a useful stretch of keys.
-// `blocks_per_sm` 0: the tuned default.
+// `blocks_per_sm`: the target (default_decode_blocks_per_sm for the layout's tuned one).
 int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms,
-                         int blocks_per_sm = 0);
+                         int blocks_per_sm);
 constexpr int kMaxDecodeSplits = 32;
 
 // Extend (prefill, chunked prefill): each new token attends causally to its request's cached

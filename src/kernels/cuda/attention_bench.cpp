@@ -228,6 +228,7 @@ int run(int argc, char** argv) {
   // flight when it is the tensor-core one.
   auto measure = [&](int blocks_per_sm, int unroll, bool shipped, int stages = 0,
                      int head_block = 0) {
+    if (blocks_per_sm == 0) blocks_per_sm = default_decode_blocks_per_sm(hkv, d, dv, v_in_k);
     const int splits = choose_decode_splits(batch, hkv, context, sms, blocks_per_sm);
     DecodeWorkspace ws{partial.as<float>(), lse.as<float>(), splits, unroll, stages, head_block};
     const double ms = median_ms(

@@ -334,11 +334,16 @@ const char* decode_kernel_name(const DeviceKV& kv, const PagedBatch& batch,
   return "lanes";
 }
 
+int default_decode_blocks_per_sm(int num_kv_heads, int k_head_dim, int v_head_dim, bool v_in_k) {
+  const bool mla_latent = num_kv_heads == 1 && k_head_dim == 576 && v_head_dim == 512 && v_in_k;
+  return mla_latent ? kDefaultMlaDecodeBlocksPerSm : kDefaultDecodeBlocksPerSm;
+}
+
 int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms,
                          int blocks_per_sm) {
   constexpr int kMinKeysPerSplit = 64;
   const int blocks = std::max(1, batch * num_kv_heads);
-  const int target = (blocks_per_sm > 0 ? blocks_per_sm : kDefaultDecodeBlocksPerSm) * num_sms;
+  const int target = std::max(blocks_per_sm, 1) * num_sms;
   const int for_occupancy = (target + blocks - 1) / blocks;
   const int for_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
   return std::clamp(std::min(for_occupancy, for_length), 1, kMaxDecodeSplits);

@@ -53,23 +53,46 @@ __global__ __launch_bounds__(kWarps *
   const int32_t* req_row = request_slots(batch, b);
 
   const int n_tiles = (end - begin + kTileKeys - 1) / kTileKeys;
-  auto load_tile = [&](int tile) {
+  // A tile is kTileKeys rows of D / 8 16-byte chunks; thread x copies chunks x, x + 128, ...,
+  // so its rows are fixed: x / CHUNKS + i * ROW_STEP. Their page-table entries are fetched a
+  // tile ahead into registers (-1 past the split): looking each one up just before its copy put
+  // a dependent global load in front of every row, as it did in the MLA kernel's first version
+  // (attention_decode_mla.cu), and the copies waited on those lookups in turn.
+  constexpr int CHUNKS = D / 8, COPIES = kTileKeys * CHUNKS / (kWarps * 32);
+  constexpr int ROW_STEP = kWarps * 32 / CHUNKS;
+  static_assert(kTileKeys * CHUNKS % (kWarps * 32) == 0 && kWarps * 32 % CHUNKS == 0,
+                "tile copies per thread");
+  struct Slots {
+    int32_t row[COPIES];
+  };
+  auto fetch_slots = [&](int tile) {
+    Slots s;
+    const int kb = begin + tile * kTileKeys + static_cast<int>(threadIdx.x) / CHUNKS;
+#pragma unroll
+    for (int i = 0; i < COPIES; ++i) {
+      const int kp = kb + i * ROW_STEP;
+      s.row[i] = tile < n_tiles && kp < end ? req_row[kp] : -1;
+    }
+    return s;
+  };
+  auto load_tile = [&](int tile, const Slots& slots) {
     if (tile < n_tiles) {
-      constexpr int CHUNKS = D / 8;
-      const int kb = begin + tile * kTileKeys, stage = tile % kStages;
-      for (int idx = threadIdx.x; idx < kTileKeys * CHUNKS; idx += kWarps * 32) {
-        const int n = idx / CHUNKS, c = (idx % CHUNKS) * 8, kp = kb + n;
-        const bool ok = kp < end;
-        const int64_t slot = ok ? req_row[kp] : 0;
+      const int stage = tile % kStages, c = (threadIdx.x % CHUNKS) * 8;
+#pragma unroll
+      for (int i = 0; i < COPIES; ++i) {
+        const int n = static_cast<int>(threadIdx.x) / CHUNKS + i * ROW_STEP;
+        const int32_t slot = slots.row[i];
+        const int64_t at_slot = slot < 0 ? 0 : slot;
         const int at = (stage * kTileKeys + n) * LD + c;
-        cp_async16(Ks + at, kv.k + slot * kv.k_row_stride + kv_head * D + c, ok);
-        cp_async16(Vs + at, kv.v + slot * kv.v_row_stride + kv_head * D + c, ok);
+        cp_async16(Ks + at, kv.k + at_slot * kv.k_row_stride + kv_head * D + c, slot >= 0);
+        cp_async16(Vs + at, kv.v + at_slot * kv.v_row_stride + kv_head * D + c, slot >= 0);
       }
     }
     cp_async_commit();  // an empty group past the end keeps the wait counts uniform
   };
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) load_tile(s);
+  for (int s = 0; s < kStages - 1; ++s) load_tile(s, fetch_slots(s));
+  Slots slots = fetch_slots(kStages - 1);
 
   // Rows g and g + 8 are query heads h0 + g and h0 + g + 8 (zeros past the group).
   const bool capped = p.softcap > 0.0f;
@@ -91,7 +114,8 @@ __global__ __launch_bounds__(kWarps *
   for (int it = 0; it < n_tiles; ++it) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // tile `it` has landed for every thread; tile it - 1's stage is free
-    load_tile(it + kStages - 1);
+    load_tile(it + kStages - 1, slots);
+    slots = fetch_slots(it + kStages);  // used by the next iteration's copies: latency hidden
     const int stage = it % kStages, kw = begin + it * kTileKeys + warp * kWarpKeys;
     const bf16* Kt = Ks + (stage * kTileKeys + warp * kWarpKeys) * LD;
     const bf16* Vt = Vs + (stage * kTileKeys + warp * kWarpKeys) * LD;

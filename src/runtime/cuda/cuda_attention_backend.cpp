@@ -77,10 +77,12 @@ void CudaAttentionBackend::prepare(const ForwardBatch& batch) {
   upload();
 }
 
-int CudaAttentionBackend::decode_splits(int num_kv_heads) const {
-  return forced_splits_ > 0 ? std::min(forced_splits_, cuda::kMaxDecodeSplits)
-                            : cuda::choose_decode_splits(batch_size_, num_kv_heads, max_seq_len_,
-                                                         cuda::sm_count());
+int CudaAttentionBackend::decode_splits(const KVLayerLayout& layout) const {
+  if (forced_splits_ > 0) return std::min(forced_splits_, cuda::kMaxDecodeSplits);
+  const int blocks_per_sm = cuda::default_decode_blocks_per_sm(
+      layout.num_kv_heads, layout.k_head_dim, layout.v_head_dim, layout.v_in_k);
+  return cuda::choose_decode_splits(batch_size_, layout.num_kv_heads, max_seq_len_,
+                                    cuda::sm_count(), blocks_per_sm);
 }
 
 std::vector<const void*> CudaAttentionBackend::buffer_signature() const {
@@ -297,7 +299,7 @@ void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const 
   p.sinks = call.sinks ? call.sinks->ptr<float>() : nullptr;
 
   if (mode_ == ForwardMode::Decode) {
-    const int splits = decode_splits(layout.num_kv_heads);
+    const int splits = decode_splits(layout);
     // Sized from the pool's layout report: Lv is the cached value width (DESIGN.md §1.2).
     partial_shape_ = {batch_size_, call.num_q_heads, splits, max_lv_};
     const size_t parts = static_cast<size_t>(batch_size_) * call.num_q_heads * splits;

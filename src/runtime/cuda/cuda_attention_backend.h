@@ -31,8 +31,9 @@ class CudaAttentionBackend : public AttentionBackend {
   // work, so a CUDA graph can capture it (replays copy whatever stage() left in the buffer).
   void upload();
   void ensure_staging(size_t count);
-  // Decode split count the next decode pass will use (part of a CUDA graph's key).
-  int decode_splits(int num_kv_heads) const;
+  // Decode split count the next decode pass will use for a layer of this layout (the stage
+  // device keys its CUDA graphs on them).
+  int decode_splits(const KVLayerLayout& layout) const;
   // Every device/pinned buffer a captured pass refers to; a graph is valid while this holds.
   std::vector<const void*> buffer_signature() const;
   // q [T, Hq * Dk], k [T, k_width], v [T, v_width]: f32 device tensors, row-strided views of

@@ -266,10 +266,14 @@ class CudaStageDevice : public StageDevice {
     PassOutput output;
   };
 
+  // What the decode pass's shape depends on beyond its batch: every KV layer's split count
+  // (their sum; each count only grows with the batch's longest request, so a change in any
+  // layer's changes the sum). One count for the widest layout would miss another layout's
+  // change (MLA's latent and the GQA layouts of a hybrid take different split targets).
   int decode_splits() const {
-    int heads = 0;
-    for (int id : pool_->layer_ids()) heads = std::max(heads, pool_->layout(id).num_kv_heads);
-    return attention_->decode_splits(std::max(heads, 1));
+    int splits = 0;
+    for (int id : pool_->layer_ids()) splits += attention_->decode_splits(pool_->layout(id));
+    return splits;
   }
 
   // Device work of one pass: the metadata upload, then the model.
