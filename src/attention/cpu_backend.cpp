@@ -8,6 +8,8 @@
 #include "cache/req_to_token_pool.h"
 #include "core/error.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/routing_rope.h"
+#include "ops/ops.h"
 
 namespace strata {
 
@@ -53,11 +55,22 @@ void CpuAttentionBackend::forward(const AttentionCall& call, const Tensor& q_in,
   const auto packed = [](const Tensor& t) { return t.empty() || t.contiguous() ? t : t.clone(); };
   const Tensor q_c = packed(q_in), k_c = packed(k_in), v_c = packed(v_in);
   STRATA_CHECK(out_t.contiguous(), "attention output {} must be contiguous", out_t.describe());
+  const KVLayerLayout& layout = pool_->layout(call.layer_id);
+  if (call.rope) {  // q and k arrive unrotated (backend.h): every head, k_head_dim apart
+    const RopeTable& r = *call.rope;
+    const int32_t* positions = call.rope_positions->ptr<int32_t>();
+    const int64_t tokens = batch_->num_tokens();
+    const auto rotate = [&](const Tensor& t, int heads) {
+      cpu::rope(t.ptr<float>(), tokens, heads, t.row_stride(), layout.k_head_dim, positions,
+                r.inv_freq.data(), r.rotary_dim, r.interleaved, r.cos_sin_scale);
+    };
+    rotate(q_c, call.num_q_heads);
+    rotate(k_c, layout.num_kv_heads);
+  }
   const float* q = q_c.data();
   const float* k = k_c.data();
   const float* v = v_c.empty() ? nullptr : v_c.data();
   float* out = out_t.data();
-  const KVLayerLayout& layout = pool_->layout(call.layer_id);
   STRATA_CHECK(call.num_q_heads % layout.num_kv_heads == 0, "{} q heads over {} kv heads",
                call.num_q_heads, layout.num_kv_heads);
   STRATA_CHECK(layout.dtype == DType::F32 && pool_->k_buffer(call.layer_id).on_host(),

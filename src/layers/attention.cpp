@@ -105,10 +105,6 @@ Tensor GQAAttention::attend(const Tensor& x, ForwardContext& ctx) const {
     k_norm_.forward_into(ops, k, k);
   }
   if (opt_.k_scale != 1.0f) ops.scale(k, opt_.k_scale);
-  if (opt_.use_rope) {  // q and k are adjacent columns of heads of one width: one rope over both
-    Tensor qk = qkv.slice_cols(0, q_w + kv_w);
-    ops.rope(qk, hq + hkv, hd, ctx.positions, rope_);
-  }
   Tensor attn = ops.empty_activation({x.rows(), q_w});
   AttentionCall call;
   call.layer_id = opt_.layer_id;
@@ -117,6 +113,10 @@ Tensor GQAAttention::attend(const Tensor& x, ForwardContext& ctx) const {
   call.sliding_window = opt_.sliding_window;
   call.logit_softcap = opt_.logit_softcap;
   call.sinks = opt_.sinks ? &sinks_ : nullptr;
+  if (opt_.use_rope) {  // rotated by the backend, as it stores k (backend.h)
+    call.rope = &rope_;
+    call.rope_positions = &ctx.positions;
+  }
   STRATA_CHECK(ctx.attention != nullptr, "layer {} has attention but no backend is set",
                opt_.layer_id);
   ctx.attention->forward(call, q, k, v, attn);

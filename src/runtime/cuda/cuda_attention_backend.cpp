@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "ops/ops.h"
 
 namespace strata {
 
@@ -248,9 +249,8 @@ void CudaAttentionBackend::forward(const AttentionCall& call, const Tensor& q, c
 }
 
 template <typename OutT>
-void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const float* k,
-                               const float* v, int64_t q_stride, int64_t k_stride, int64_t v_stride,
-                               OutT* out) {
+void CudaAttentionBackend::run(const AttentionCall& call, float* q, const float* k, const float* v,
+                               int64_t q_stride, int64_t k_stride, int64_t v_stride, OutT* out) {
   STRATA_CHECK(prepared_, "forward before prepare");
   STRATA_CHECK(!call.sinks || (!call.sinks->on_host() && call.sinks->dtype() == DType::F32 &&
                                call.sinks->numel() == call.num_q_heads),
@@ -278,10 +278,23 @@ void CudaAttentionBackend::run(const AttentionCall& call, const float* q, const 
   STRATA_CHECK(!windowed || call.sliding_window > 0,
                "layer {} keeps only a window of positions but attends to all of them",
                call.layer_id);
-  cuda::store_kv(k, k_stride, layout.v_in_k ? nullptr : v, v_stride,
-                 m + (windowed ? off_window_loc_ : off_loc_), num_tokens_, layout.k_width(),
-                 layout.v_width(), k_rows, layout.k_width(), v_rows, layout.v_row_stride(),
-                 stream_);
+  const int32_t* slots = m + (windowed ? off_window_loc_ : off_loc_);
+  if (call.rope) {  // q and k arrive unrotated (backend.h): rotate, then store, in one kernel
+    const RopeTable& r = *call.rope;
+    STRATA_CHECK(!layout.v_in_k && !r.inv_freq.on_host() && !call.rope_positions->on_host() &&
+                     r.rotary_dim <= layout.k_head_dim && r.inv_freq.numel() == r.rotary_dim / 2,
+                 "layer {}: rope {} over {} with positions {}", call.layer_id,
+                 r.inv_freq.describe(), layout.describe(), call.rope_positions->describe());
+    const cuda::RopeArgs rope{call.rope_positions->ptr<int32_t>(), r.inv_freq.ptr<float>(),
+                              r.rotary_dim, r.interleaved, r.cos_sin_scale};
+    cuda::rope_store_kv(q, q_stride, call.num_q_heads, k, k_stride, v, v_stride, slots, num_tokens_,
+                        layout.num_kv_heads, layout.k_head_dim, layout.v_width(), rope, k_rows,
+                        layout.k_width(), v_rows, layout.v_row_stride(), stream_);
+  } else {
+    cuda::store_kv(k, k_stride, layout.v_in_k ? nullptr : v, v_stride, slots, num_tokens_,
+                   layout.k_width(), layout.v_width(), k_rows, layout.k_width(), v_rows,
+                   layout.v_row_stride(), stream_);
+  }
 
   cuda::PagedBatch pb;
   pb.req_to_token = windowed ? window_table_.as<int32_t>() : req_to_token_.as<int32_t>();

@@ -18,6 +18,8 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/tensor_ops.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/ops.h"
 #include "runtime/cuda/cuda_attention_backend.h"
@@ -319,6 +321,91 @@ TEST(DeviceKVPool, RefusesLayersItDoesNotHold) {
     EXPECT_NE(std::string(e.what()).find("holds layers [5, 12]"), std::string::npos) << e.what();
   }
 }
+
+// The backend's fused path (calls that bring their rope: rotate q and k, store k and v, one
+// kernel) against the two kernels it replaces, rope_2d over q | k then store_kv, on one fused
+// q | k | v | spare row as the projection leaves it: q and the cache rows the same bits, k left
+// unrotated. NeoX halves over whole heads, interleaved pairs over part of a head (the rest
+// passes through), a cos/sin scale (YaRN's), positions far apart, slots out of order.
+struct RopeStoreCase {
+  int hq, hkv, head_dim, rotary_dim;
+  bool interleaved;
+  float scale;
+};
+
+class CudaRopeStoreKv : public testing::TestWithParam<RopeStoreCase> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda::device_present(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
+  }
+};
+
+TEST_P(CudaRopeStoreKv, SameBitsAsRopeThenStore) {
+  const RopeStoreCase c = GetParam();
+  const std::vector<int32_t> positions = {0, 1, 77, 1023, 40000};
+  const std::vector<int32_t> slots = {9, 2, 14, 0, 6};
+  const int t = int(positions.size()), slot_count = 16;
+  const int qw = c.hq * c.head_dim, kw = c.hkv * c.head_dim, row = qw + 2 * kw + 3;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> qkv(size_t(t) * row), inv_freq(c.rotary_dim / 2);
+  for (auto& x : qkv) x = u(rng);
+  for (size_t i = 0; i < inv_freq.size(); ++i)
+    inv_freq[i] = std::pow(10000.0f, -2.0f * float(i) / float(c.rotary_dim));
+  const std::vector<uint16_t> zeros(size_t(slot_count) * kw, 0);
+  const cuda::DeviceBuffer d_pos = cuda::to_device(positions), d_slots = cuda::to_device(slots),
+                           d_freq = cuda::to_device(inv_freq);
+  struct Run {
+    cuda::DeviceBuffer qkv, k_cache, v_cache;
+  };
+  auto fresh = [&] {
+    return Run{cuda::to_device(qkv), cuda::to_device(zeros), cuda::to_device(zeros)};
+  };
+  Run separate = fresh(), fused = fresh();
+  float* sq = separate.qkv.as<float>();
+  cuda::rope_2d(cuda::View{sq, row, DType::F32}, t, c.hq + c.hkv, c.head_dim, d_pos.as<int32_t>(),
+                d_freq.as<float>(), c.rotary_dim, c.interleaved, c.scale, nullptr);
+  cuda::store_kv(sq + qw, row, sq + qw + kw, row, d_slots.as<int32_t>(), t, kw, kw,
+                 separate.k_cache.as<cuda::bf16>(), kw, separate.v_cache.as<cuda::bf16>(), kw,
+                 nullptr);
+  float* fq = fused.qkv.as<float>();
+  const cuda::RopeArgs rope{d_pos.as<int32_t>(), d_freq.as<float>(), c.rotary_dim, c.interleaved,
+                            c.scale};
+  cuda::rope_store_kv(fq, row, c.hq, fq + qw, row, fq + qw + kw, row, d_slots.as<int32_t>(), t,
+                      c.hkv, c.head_dim, kw, rope, fused.k_cache.as<cuda::bf16>(), kw,
+                      fused.v_cache.as<cuda::bf16>(), kw, nullptr);
+  STRATA_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto rows_of = [&](const cuda::DeviceBuffer& b) {
+    return cuda::to_host<float>(b.data(), qkv.size());
+  };
+  const auto cache_of = [&](const cuda::DeviceBuffer& b) {
+    return cuda::to_host<uint16_t>(b.data(), zeros.size());
+  };
+  const std::vector<float> got = rows_of(fused.qkv), want = rows_of(separate.qkv);
+  for (int r = 0; r < t; ++r)
+    for (int col = 0; col < row; ++col) {
+      const size_t i = size_t(r) * row + col;
+      // q rotated like rope_2d's; k (and everything after it) as it was.
+      const float expect = col < qw ? want[i] : qkv[i];
+      ASSERT_EQ(got[i], expect) << "token " << r << " column " << col;
+    }
+  EXPECT_EQ(cache_of(fused.k_cache), cache_of(separate.k_cache));
+  EXPECT_EQ(cache_of(fused.v_cache), cache_of(separate.v_cache));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaRopeStoreKv,
+                         testing::Values(RopeStoreCase{8, 2, 128, 128, false, 1.0f},
+                                         RopeStoreCase{6, 2, 80, 40, true, 1.0f},
+                                         RopeStoreCase{4, 1, 64, 32, false, 1.3f},
+                                         RopeStoreCase{3, 3, 256, 64, true, 0.7f}),
+                         [](const testing::TestParamInfo<RopeStoreCase>& info) {
+                           const RopeStoreCase& c = info.param;
+                           return "hq" + std::to_string(c.hq) + "_hkv" + std::to_string(c.hkv) +
+                                  "_d" + std::to_string(c.head_dim) + "_rot" +
+                                  std::to_string(c.rotary_dim) +
+                                  (c.interleaved ? "_interleaved" : "");
+                         });
 
 }  // namespace
 }  // namespace strata
