@@ -4,8 +4,9 @@
 # per part (each under the 10-minute limit), on the bundle of
 # `BUNDLE_KERNEL_BENCH=1 scripts/gpu_bundle.sh` carried as .devtree/gpu:
 #   bash .devtree/run.sh tests      # GPU tests, the GQA decode kernel sweep, MLA at 16 / 128 heads
-#   bash .devtree/run.sh e2e        # strata decode at batch 1 / 64 / 256 and the compiled torch peer
-#   bash .devtree/run.sh profile    # per-kernel GPU times of decode steps at batch 1, 64 and 256
+#   bash .devtree/run.sh e2e        # strata decode at batch 1 / 8 / 64 / 256 and the compiled torch peer
+#   bash .devtree/run.sh profile    # prefill 1 x 8192 and 8 x 1024 (strata, torch eager), then
+#                                   # per-kernel GPU times of decode steps at batch 64 and 256
 set -o pipefail
 part=${1:-tests}
 config=bench/configs/llama-3.1-8b-instruct
@@ -38,17 +39,27 @@ case $part in
     run none >/dev/null 2>&1  # unpack the bundle only
     bin=.devtree/gpu/bundle/bin
     export LD_LIBRARY_PATH=$PWD/.devtree/gpu/bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-    for b in 1 64 256; do
+    for b in 1 8 64 256; do
       timeout 120 "$bin/strata" bench-one-batch --model $config --load-format dummy --device cuda \
         --batch-size $b --input-len 1024 --output-len 256 --json | tee -a "$OUT/strata_decode.jsonl"
     done
-    PYTHONUNBUFFERED=1 timeout 300 python3 bench/torch_decode_peer.py $config --batch-size 1 64 256 \
+    PYTHONUNBUFFERED=1 timeout 300 python3 bench/torch_decode_peer.py $config --batch-size 1 8 64 256 \
       --input-len 1024 --output-len 256 2>"$OUT/peer.err" | tee "$OUT/peer.jsonl"
     ;;
   profile)
-    for b in ${PROFILE_BATCHES:-64 256 1}; do
+    run none >/dev/null 2>&1
+    bin=.devtree/gpu/bundle/bin
+    export LD_LIBRARY_PATH=$PWD/.devtree/gpu/bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+    for shape in "1 8192" "8 1024"; do
+      set -- $shape
+      timeout 100 "$bin/strata" bench-one-batch --model $config --load-format dummy --device cuda \
+        --batch-size $1 --input-len $2 --output-len 1 --json | tee -a "$OUT/strata_prefill.jsonl"
+      PYTHONUNBUFFERED=1 timeout 100 python3 bench/torch_decode_peer.py $config --batch-size $1 \
+        --input-len $2 --output-len 4 2>>"$OUT/peer.err" | tee -a "$OUT/peer_prefill.jsonl"
+    done
+    for b in ${PROFILE_BATCHES:-64 256}; do
       mkdir -p "$OUT/b$b"
-      OUT=$OUT/b$b PROFILE_BATCH=$b PROFILE_SKIP=16000 PROFILE_COUNT=720 PROFILE_TIMEOUT=170 \
+      OUT=$OUT/b$b PROFILE_BATCH=$b PROFILE_SKIP=16000 PROFILE_COUNT=720 PROFILE_TIMEOUT=150 \
         PROFILE_OUTPUT_LEN=64 run profile 2>&1 | tail -25
     done
     ;;
