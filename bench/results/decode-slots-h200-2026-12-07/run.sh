@@ -45,6 +45,15 @@ case $part in
     done
     PYTHONUNBUFFERED=1 timeout 300 python3 bench/torch_decode_peer.py $config --batch-size 1 8 64 256 \
       --input-len 1024 --output-len 256 2>"$OUT/peer.err" | tee "$OUT/peer.jsonl"
+    # Serving the same work as batch 64 (256 prompts, 1024 in / 256 out, 64 at a time), greedy.
+    "$bin/strata" serve --model $config --load-format dummy --device cuda --port 30123 \
+      --max-running-requests 64 >"$OUT/serve.log" 2>&1 &
+    serve_pid=$!
+    for i in $(seq 1 120); do curl -sf localhost:30123/health >/dev/null && break; sleep 1; done
+    timeout 120 "$bin/strata" bench-serving --port 30123 --num-prompts 256 --random-input-len 1024 \
+      --random-output-len 256 --random-range-ratio 1 --max-concurrency 64 --json |
+      tee -a "$OUT/serving.jsonl"
+    kill $serve_pid; wait $serve_pid
     ;;
   profile)
     run none >/dev/null 2>&1
