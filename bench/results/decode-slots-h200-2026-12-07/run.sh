@@ -3,6 +3,9 @@
 # MLA's split target of 2 blocks per SM, graph key over every layer's splits. One device call
 # per part (each under the 10-minute limit), on the bundle of
 # `BUNDLE_KERNEL_BENCH=1 scripts/gpu_bundle.sh` carried as .devtree/gpu:
+#   bash .devtree/run.sh one        # what fits one call when device time is short: the GPU tests
+#                                   # (200 s), the kernel A/B and MLA rows, strata decode at batch 1 /
+#                                   # 64 / 256 and the compiled torch peer
 #   bash .devtree/run.sh tests      # GPU tests, the GQA decode kernel sweep, MLA at 16 / 128 heads
 #   bash .devtree/run.sh e2e        # strata decode at batch 1 / 8 / 64 / 256 and the compiled torch peer
 #   bash .devtree/run.sh profile    # prefill 1 x 8192 and 8 x 1024 (strata, torch eager), then
@@ -11,9 +14,14 @@ set -o pipefail
 part=${1:-tests}
 config=bench/configs/llama-3.1-8b-instruct
 run() { bash bench/cuda_device_run.sh "$@"; }
+if [ "$part" = one ]; then
+  TESTS_TIMEOUT=200 bash "$0" tests
+  BATCHES="1 64 256" bash "$0" e2e-decode
+  exit
+fi
 case $part in
   tests)
-    TESTS_TIMEOUT=260 run tests 2>&1 | tail -60 >"$OUT/tests_summary.txt"
+    TESTS_TIMEOUT=${TESTS_TIMEOUT:-260} run tests 2>&1 | tail -60 >"$OUT/tests_summary.txt"
     grep -E "^\[==========\]|^\[  PASSED|^\[  FAILED" "$OUT/tests.log" | tail -30
     b=.devtree/gpu/bundle/bin/strata_attention_bench
     export LD_LIBRARY_PATH=$PWD/.devtree/gpu/bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -35,16 +43,17 @@ case $part in
     done
     grep '"shipped": true' "$OUT"/decode_kernel*.jsonl "$OUT/mla_bench.jsonl" | cut -c1-400
     ;;
-  e2e)
+  e2e | e2e-decode)
     run none >/dev/null 2>&1  # unpack the bundle only
     bin=.devtree/gpu/bundle/bin
     export LD_LIBRARY_PATH=$PWD/.devtree/gpu/bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-    for b in 1 8 64 256; do
+    for b in ${BATCHES:-1 8 64 256}; do
       timeout 120 "$bin/strata" bench-one-batch --model $config --load-format dummy --device cuda \
         --batch-size $b --input-len 1024 --output-len 256 --json | tee -a "$OUT/strata_decode.jsonl"
     done
-    PYTHONUNBUFFERED=1 timeout 300 python3 bench/torch_decode_peer.py $config --batch-size 1 8 64 256 \
+    PYTHONUNBUFFERED=1 timeout 300 python3 bench/torch_decode_peer.py $config --batch-size ${BATCHES:-1 8 64 256} \
       --input-len 1024 --output-len 256 2>"$OUT/peer.err" | tee "$OUT/peer.jsonl"
+    [ "$part" = e2e ] || exit 0
     # Serving the same work as batch 64 (256 prompts, 1024 in / 256 out, 64 at a time), greedy.
     "$bin/strata" serve --model $config --load-format dummy --device cuda --port 30123 \
       --max-running-requests 64 >"$OUT/serve.log" 2>&1 &
