@@ -14,6 +14,16 @@ set -o pipefail
 part=${1:-tests}
 config=bench/configs/llama-3.1-8b-instruct
 run() { bash bench/cuda_device_run.sh "$@"; }
+if [ "$part" = quick ]; then  # the least that judges correctness: the changed paths' GPU tests
+  TESTS_TIMEOUT=170 TESTS_FILTER='Cases/CudaRopeStoreKv*:Shapes/CudaBackendVsCpu*:Shapes/CudaMlaDecodeVsCpu*:Fixtures/GoldenCuda*:Hybrids/GoldenCuda*:Fixtures/CudaInvariance*:Hybrids/CudaInvariance*' \
+    run tests 2>&1 | tail -40
+  b=.devtree/gpu/bundle/bin/strata_attention_bench
+  export LD_LIBRARY_PATH=$PWD/.devtree/gpu/bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  for shape in "64 4096" "256 1100" "64 1100"; do
+    timeout 60 "$b" $shape | head -1 | tee -a "$OUT/decode_kernel.jsonl"
+  done
+  exit
+fi
 if [ "$part" = one ]; then
   TESTS_TIMEOUT=200 bash "$0" tests
   BATCHES="1 64 256" bash "$0" e2e-decode
