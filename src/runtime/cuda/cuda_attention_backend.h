@@ -90,8 +90,8 @@ class CudaAttentionBackend : public AttentionBackend {
 
  private:
   template <typename OutT>
-  void run(const AttentionCall& call, float* q, const float* k, const float* v,
-           int64_t q_stride, int64_t k_stride, int64_t v_stride, OutT* out);
+  void run(const AttentionCall& call, float* q, const float* k, const float* v, int64_t q_stride,
+           int64_t k_stride, int64_t v_stride, OutT* out);
   Tensor ints(int64_t offset, int64_t n) const;
 
   KVPool* pool_;

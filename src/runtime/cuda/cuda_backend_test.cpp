@@ -151,13 +151,17 @@ void add(ForwardBatch& batch, TokenMemory& memory, int row, int cached, int n) {
   }
 }
 
-class CudaBackendVsCpu : public testing::TestWithParam<Shape> {
+// A parameterized test that needs a GPU: skipped, with the reason, where there is none.
+template <typename Param>
+class GpuTest : public testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     std::string why;
     if (!cuda::device_present(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
   }
 };
+
+class CudaBackendVsCpu : public GpuTest<Shape> {};
 
 TEST_P(CudaBackendVsCpu, PrefillChunkedPrefillAndDecodeMatch) {
   const Shape s = GetParam();
@@ -255,13 +259,7 @@ struct MlaCase {
   int hq, page_size;
 };
 
-class CudaMlaDecodeVsCpu : public testing::TestWithParam<MlaCase> {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda::device_present(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
-  }
-};
+class CudaMlaDecodeVsCpu : public GpuTest<MlaCase> {};
 
 TEST_P(CudaMlaDecodeVsCpu, LatentDecodeMatches) {
   const MlaCase c = GetParam();
@@ -333,13 +331,7 @@ struct RopeStoreCase {
   float scale;
 };
 
-class CudaRopeStoreKv : public testing::TestWithParam<RopeStoreCase> {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda::device_present(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
-  }
-};
+class CudaRopeStoreKv : public GpuTest<RopeStoreCase> {};
 
 TEST_P(CudaRopeStoreKv, SameBitsAsRopeThenStore) {
   const RopeStoreCase c = GetParam();
