@@ -66,6 +66,10 @@ struct DecodeWorkspace {
   // Query heads a block of the MLA latent kernel scores (16 or 32); 0: the default (32 once
   // there are more than 16 heads). The bench compares them.
   int mla_head_block = 0;
+  // batch * Hq ints, zero before the first launch (and left zero by every launch): with them
+  // the tensor-core kernel for 64- and 128-wide heads merges the splits itself, the last split
+  // of each head group to finish, and stage 2 is not launched; null: stage 2 merges.
+  int* merge_counters = nullptr;
 };
 // Tuned on the H200 (bench sweeps, docs/benchmarks-cuda.md). Lane kernel: fewer keys in
 // flight per lane but more resident blocks won (2: 52% of copy bandwidth at 64 x 4096, 4: 37%,
@@ -109,9 +113,14 @@ constexpr int kMaxDecodeSplits = 32;
 // prefix and the new tokens up to itself (all already written to the cache), within the
 // sliding window. bf16 tensor-core tiles (WMMA), online softmax in f32.
 // q [T, Hq * Dk]; out [T, Hq * Dv]; `max_extend` = the longest extend in the batch.
+// `rows_per_warp` (16 or 32) sets the register-tiled kernel's query rows per warp for the
+// bench's and the tests' side-by-side runs; 0: extend_rows_per_warp(max_extend).
 void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                      const AttentionParams& p, int max_extend, bf16* out, cudaStream_t stream);
+                      const AttentionParams& p, int max_extend, bf16* out, cudaStream_t stream,
+                      int rows_per_warp = 0);
 void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                      const AttentionParams& p, int max_extend, float* out, cudaStream_t stream);
+                      const AttentionParams& p, int max_extend, float* out, cudaStream_t stream,
+                      int rows_per_warp = 0);
+int extend_rows_per_warp(int max_extend);
 
 }  // namespace strata::cuda

@@ -14,7 +14,9 @@
 // `context` tokens for one request) on the same cache.
 //   strata_attention_bench mamba [batch=64] [prefill_batch=8] [prefill_len=4096]
 //   strata_attention_bench extend [tokens=8192] [q_heads=32] [kv_heads=8] [head_dim=128]
-// `extend`: the extend (prefill) kernel alone on one request's causal square, in TFLOP/s.
+//                                 [rows_per_warp=0]
+// `extend`: the extend (prefill) kernel alone on one request's causal square, in TFLOP/s;
+// rows_per_warp 16 or 32 picks the tensor-core kernel's row tiling (0: the shipped choice).
 // `mamba`: Nemotron-3-Nano-30B-A3B's Mamba2 layer (64 heads of 64, 8 groups, state 128, chunk
 // 128, f32 state): the one-step state update of `batch` requests, whose floor is reading and
 // writing their states, and the SSD chunked scan of `prefill_batch` x `prefill_len` tokens.
@@ -75,29 +77,34 @@ double copy_bandwidth_gbs() {
 // `table` (its keys already written, as the backend writes them before attending): causal.
 // FLOPs: QK^T over dk plus PV over dv, half the square.
 void time_extend(const DeviceKV& kv, const DeviceBuffer& table, int tokens,
-                 const AttentionParams& p, const DeviceBuffer& q, DeviceBuffer& out) {
+                 const AttentionParams& p, const DeviceBuffer& q, DeviceBuffer& out,
+                 int rows_per_warp = 0) {
   const std::vector<int32_t> one_offsets = {0, tokens}, zero = {0};
   DeviceBuffer d_one_offsets = to_device(one_offsets), d_zero = to_device(zero);
   PagedBatch prefill{table.as<int32_t>(),         tokens,
                      d_zero.as<int32_t>(),        d_zero.as<int32_t>(),
                      d_one_offsets.as<int32_t>(), 1};
   const double ms = median_ms(
-      [&] { extend_attention(q.as<float>(), kv, prefill, p, tokens, out.as<bf16>(), nullptr); }, 2,
-      10);
+      [&] {
+        extend_attention(q.as<float>(), kv, prefill, p, tokens, out.as<bf16>(), nullptr,
+                         rows_per_warp);
+      },
+      2, 10);
   const double flops =
       2.0 * p.num_q_heads * (double(tokens) * (tokens + 1) / 2) * (kv.k_head_dim + kv.v_head_dim);
   std::printf(
       "{\"extend\": true, \"tokens\": %d, \"q_heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, "
-      "\"v_head_dim\": %d, \"median_ms\": %.4f, \"TFLOPs\": %.1f}\n",
-      tokens, p.num_q_heads, kv.num_kv_heads, kv.k_head_dim, kv.v_head_dim, ms,
+      "\"v_head_dim\": %d, \"rows_per_warp\": %d, \"median_ms\": %.4f, \"TFLOPs\": %.1f}\n",
+      tokens, p.num_q_heads, kv.num_kv_heads, kv.k_head_dim, kv.v_head_dim, rows_per_warp, ms,
       flops / (ms * 1e-3) / 1e12);
 }
 
-// `extend [tokens] [q_heads] [kv_heads] [head_dim]`: the extend kernel alone on a causal
-// square (Llama-3.1-8B's heads by default), the prefill's attention.
+// `extend [tokens] [q_heads] [kv_heads] [head_dim] [rows_per_warp]`: the extend kernel alone on a
+// causal square (Llama-3.1-8B's heads by default), the prefill's attention.
 int run_extend(int argc, char** argv) {
   auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
-  const int tokens = arg(1, 8192), hq = arg(2, 32), hkv = arg(3, 8), d = arg(4, 128);
+  const int tokens = arg(1, 8192), hq = arg(2, 32), hkv = arg(3, 8), d = arg(4, 128),
+            rows_per_warp = arg(5, 0);
   const int64_t width = int64_t(hkv) * d, slots = tokens + 1;
   DeviceBuffer k(slots * width * 2), v(slots * width * 2), q(int64_t(tokens) * hq * d * 4),
       out(int64_t(tokens) * hq * d * 2);
@@ -111,7 +118,7 @@ int run_extend(int argc, char** argv) {
   AttentionParams p;
   p.num_q_heads = hq;
   p.scale = 1.0f / std::sqrt(float(d));
-  time_extend(kv, dtable, tokens, p, q, out);
+  time_extend(kv, dtable, tokens, p, q, out, rows_per_warp);
   return 0;
 }
 
@@ -221,16 +228,19 @@ int run(int argc, char** argv) {
   STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   // The shipped choice first, then a sweep of split targets and load depths.
   DeviceBuffer partial(size_t(batch) * hq * kMaxDecodeSplits * dv * 4),
-      lse(size_t(batch) * hq * kMaxDecodeSplits * 4);
+      lse(size_t(batch) * hq * kMaxDecodeSplits * 4), counters(size_t(batch) * hq * 4);
+  STRATA_CUDA_CHECK(cudaMemset(counters.data(), 0, counters.bytes()));
   const double kv_bytes = double(batch) * context * (width + (v_in_k ? 0 : v_width)) * 2 /*bf16*/;
   const double flops = 2.0 * batch * context * hq * (d + dv);
   // unroll > 0: the lane kernel at that depth; else the shipped kernel, with `stages` tiles in
-  // flight when it is the tensor-core one.
+  // flight when it is the tensor-core one. `merged`: the tensor-core kernel's last split merges
+  // (as the backend runs it); else a stage 2 launch does.
   auto measure = [&](int blocks_per_sm, int unroll, bool shipped, int stages = 0,
-                     int head_block = 0) {
+                     int head_block = 0, bool merged = true) {
     if (blocks_per_sm == 0) blocks_per_sm = default_decode_blocks_per_sm(hkv, d, dv, v_in_k);
     const int splits = choose_decode_splits(batch, hkv, context, sms, blocks_per_sm);
     DecodeWorkspace ws{partial.as<float>(), lse.as<float>(), splits, unroll, stages, head_block};
+    if (merged) ws.merge_counters = counters.as<int>();
     const double ms = median_ms(
         [&] { decode_attention(q.as<float>(), kv, pb, p, ws, out.as<bf16>(), nullptr); }, 5, 50);
     const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
@@ -239,16 +249,19 @@ int run(int argc, char** argv) {
         "\"kv_heads\": %d, "
         "\"head_dim\": %d, \"v_head_dim\": %d, \"v_in_k\": %s, "
         "\"blocks_per_sm\": %d, \"unroll\": %d, \"tile_stages\": %d, \"mla_head_block\": %d, "
-        "\"splits\": %d, \"kv_bytes\": "
+        "\"merged_in_stage1\": %s, \"splits\": %d, \"kv_bytes\": "
         "%.0f, \"median_ms\": "
         "%.4f, "
         "\"achieved_GBps\": %.1f, \"copy_GBps\": %.1f, \"fraction_of_copy\": %.3f, "
         "\"TFLOPs\": %.1f}\n",
         decode_kernel_name(kv, pb, p, ws), shipped ? "true" : "false", batch, context, hq, hkv, d,
-        dv, v_in_k ? "true" : "false", blocks_per_sm, unroll, stages, head_block, splits, kv_bytes,
-        ms, gbs, copy_gbs, gbs / copy_gbs, flops / (ms * 1e-3) / 1e12);
+        dv, v_in_k ? "true" : "false", blocks_per_sm, unroll, stages, head_block,
+        merged && std::string(decode_kernel_name(kv, pb, p, ws)) == "tiles" ? "true" : "false",
+        splits, kv_bytes, ms, gbs, copy_gbs, gbs / copy_gbs, flops / (ms * 1e-3) / 1e12);
   };
   measure(0, 0, true);
+  // The shipped configuration with a stage 2 launch merging (the tensor-core kernel's A/B).
+  if (!mla) measure(0, 0, false, 0, 0, false);
   // MLA: the CUDA-core lane kernel at the same split count, side by side with the shipped one.
   if (mla) measure(0, 1, false);
   // ... and the latent kernel on 16-head blocks where the default takes 32.

@@ -226,13 +226,16 @@ void launch_extend(const float* q, const DeviceKV& kv, const PagedBatch& batch,
 
 template <typename OutT>
 void extend_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                 const AttentionParams& p_in, int max_extend, OutT* out, cudaStream_t stream) {
+                 const AttentionParams& p_in, int max_extend, OutT* out, cudaStream_t stream,
+                 int rows_per_warp) {
   if (batch.batch == 0 || max_extend == 0) return;
   attention_detail::check_shapes(kv, p_in, kMaxExtendHeadWidth, "extend");
   AttentionParams p = p_in;
   if (p.q_row_stride == 0) p.q_row_stride = static_cast<int64_t>(p.num_q_heads) * kv.k_head_dim;
   if (attention_detail::tiles_take(kv, p))
-    return attention_detail::extend_tiles(q, kv, batch, p, max_extend, out, stream);
+    return attention_detail::extend_tiles(
+        q, kv, batch, p, max_extend, out, stream,
+        rows_per_warp > 0 ? rows_per_warp : extend_rows_per_warp(max_extend));
   const int dp = (std::max(kv.k_head_dim, kv.v_head_dim) + 15) / 16 * 16;
   const bool v_in_k = attention_detail::value_inside_key(kv);
   // Up to 256 wide: 64 x 64 tiles (at 256 and a separate value, ~195 KB of shared memory).
@@ -245,12 +248,20 @@ void extend_impl(const float* q, const DeviceKV& kv, const PagedBatch& batch,
 }  // namespace
 
 void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                      const AttentionParams& p, int max_extend, bf16* out, cudaStream_t stream) {
-  extend_impl(q, kv, batch, p, max_extend, out, stream);
+                      const AttentionParams& p, int max_extend, bf16* out, cudaStream_t stream,
+                      int rows_per_warp) {
+  extend_impl(q, kv, batch, p, max_extend, out, stream, rows_per_warp);
 }
 void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                      const AttentionParams& p, int max_extend, float* out, cudaStream_t stream) {
-  extend_impl(q, kv, batch, p, max_extend, out, stream);
+                      const AttentionParams& p, int max_extend, float* out, cudaStream_t stream,
+                      int rows_per_warp) {
+  extend_impl(q, kv, batch, p, max_extend, out, stream, rows_per_warp);
+}
+
+int extend_rows_per_warp(int max_extend) {
+  // 32 rows a warp halve the K and V fragment loads per product (attention_extend_tiles.cu);
+  // a 128-row block pays once the extend fills more than one 64-row block.
+  return max_extend > 64 ? 32 : 16;
 }
 
 }  // namespace strata::cuda

@@ -27,14 +27,19 @@ inline bool mla_tiles_take(const DeviceKV& kv, const AttentionParams& p, const P
          p.q_row_stride % 2 == 0 && b.batch <= 65535 /*grid z*/;
 }
 
-// extend_attention's contract; p.q_row_stride already resolved.
+// extend_attention's contract; p.q_row_stride already resolved. Each warp owns
+// `rows_per_warp` query rows, 16 or 32.
 template <typename OutT>
 void extend_tiles(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                  const AttentionParams& p, int max_extend, OutT* out, cudaStream_t stream);
+                  const AttentionParams& p, int max_extend, OutT* out, cudaStream_t stream,
+                  int rows_per_warp);
 
 // decode_attention's stage 1 (partials and log-sum-exp per split); p.q_row_stride resolved.
-void decode_tiles_stage1(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                         const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream);
+// With ws.merge_counters it also merges the splits into `out` (no stage 2 to launch).
+template <typename OutT>
+void decode_tiles(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                  const AttentionParams& p, const DecodeWorkspace& ws, OutT* out,
+                  cudaStream_t stream);
 // The same for mla_tiles_take's layouts (attention_decode_mla.cu).
 void decode_mla_stage1(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                        const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream);
