@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Issue #23, 2026-12-07 (second session): the extend kernel with 32 query rows per warp (K and V
-# fragments shared by two row tiles, Q through shared memory), and the decode tensor-core
-# kernel's last split merging the splits (no stage 2 launch). One device call per part, on the
+# fragments shared by two row tiles, Q through shared memory). (Run 1, in run1-h100/, also timed
+# the decode tensor-core kernel's last split merging the splits instead of a stage 2 launch: it
+# lost, and is not in the code this script runs.) One device call per part, on the
 # bundle of `BUNDLE_KERNEL_BENCH=1 scripts/gpu_bundle.sh` carried as .devtree/gpu, with main's
 # binaries before the change carried as .devtree/base/{ab,strata}.xz (xz of the earlier
 # bundle's strata_attention_bench and strata; same libraries):
 #   bash .devtree/run.sh quick      # the changed paths' GPU tests; the extend kernel at 16 / 32 rows
-#                                   # a warp and main's; the decode kernel merged in stage 1 or by
-#                                   # stage 2; prefill 1 x 8192 and 8 x 1024: strata, main's strata
-#                                   # and the torch peer
-#   bash .devtree/run.sh e2e        # decode at batch 1 / 8 / 64 / 256: strata, main's strata and
-#                                   # the compiled torch peer
+#                                   # a warp and main's, 1024-8192 tokens; prefill 1 x 8192 and
+#                                   # 8 x 1024: strata, main's strata and the torch peer
+#   bash .devtree/run.sh e2e        # decode at batch 1 / 8 / 64 / 256: strata (BASE=1: and main's)
+#                                   # and the compiled torch peer
 #   bash .devtree/run.sh serving    # strata serve + bench-serving (256 prompts, 1024 / 256, 64 at a time)
 #   bash .devtree/run.sh tests      # the whole GPU suite
 #   bash .devtree/run.sh profile    # per-kernel GPU times of decode steps at batch 64 and 256
@@ -28,19 +28,16 @@ case $part in
     TESTS_TIMEOUT=200 TESTS_FILTER='Cases/CudaExtendTiles*:Shapes/CudaBackendVsCpu*:Fixtures/GoldenCuda*:Hybrids/GoldenCuda*:Fixtures/CudaInvariance*:Hybrids/CudaInvariance*' \
       run tests 2>&1 | tail -25
     base; env_setup
-    for d in 128 64; do
+    for tokens in 1024 2048 4096 8192; do
       for rows in 16 32; do
-        timeout 60 $bin/strata_attention_bench extend 8192 32 8 $d $rows | tee -a "$OUT/extend_kernel.jsonl"
+        timeout 60 $bin/strata_attention_bench extend $tokens 32 8 128 $rows | tee -a "$OUT/extend_kernel.jsonl"
       done
-      timeout 60 .devtree/base/ab extend 8192 32 8 $d | sed 's/^{/{"main": true, /' | tee -a "$OUT/extend_kernel.jsonl"
+      timeout 60 .devtree/base/ab extend $tokens 32 8 128 | sed 's/^{/{"main": true, /' | tee -a "$OUT/extend_kernel.jsonl"
     done
     for rows in 16 32; do
-      timeout 60 $bin/strata_attention_bench extend 1024 32 8 128 $rows | tee -a "$OUT/extend_kernel.jsonl"
+      timeout 60 $bin/strata_attention_bench extend 8192 32 8 64 $rows | tee -a "$OUT/extend_kernel.jsonl"
     done
-    timeout 60 .devtree/base/ab extend 1024 32 8 128 | sed 's/^{/{"main": true, /' | tee -a "$OUT/extend_kernel.jsonl"
-    for shape in "64 4096" "256 1100" "64 1100" "1 1100" "8 32768"; do
-      timeout 60 $bin/strata_attention_bench $shape | head -2 | tee -a "$OUT/decode_kernel.jsonl" | cut -c1-420
-    done
+    timeout 60 .devtree/base/ab extend 8192 32 8 64 | sed 's/^{/{"main": true, /' | tee -a "$OUT/extend_kernel.jsonl"
     for shape in "1 8192" "8 1024"; do
       set -- $shape
       for s in $bin/strata .devtree/base/strata; do
@@ -55,7 +52,7 @@ case $part in
   e2e)
     run none >/dev/null 2>&1; env_setup; base
     for b in ${BATCHES:-1 8 64 256}; do
-      for s in $bin/strata .devtree/base/strata; do
+      for s in $bin/strata ${BASE:+.devtree/base/strata}; do
         timeout 100 $s bench-one-batch --model $config --load-format dummy --device cuda \
           --batch-size $b --input-len 1024 --output-len ${OUTPUT_LEN:-256} --json |
           sed "s|^{|{\"binary\": \"$s\", |" | tee -a "$OUT/strata_decode.jsonl" | cut -c1-300

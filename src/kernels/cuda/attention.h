@@ -66,10 +66,6 @@ struct DecodeWorkspace {
   // Query heads a block of the MLA latent kernel scores (16 or 32); 0: the default (32 once
   // there are more than 16 heads). The bench compares them.
   int mla_head_block = 0;
-  // batch * Hq ints, zero before the first launch (and left zero by every launch): with them
-  // the tensor-core kernel for 64- and 128-wide heads merges the splits itself, the last split
-  // of each head group to finish, and stage 2 is not launched; null: stage 2 merges.
-  int* merge_counters = nullptr;
 };
 // Tuned on the H200 (bench sweeps, docs/benchmarks-cuda.md). Lane kernel: fewer keys in
 // flight per lane but more resident blocks won (2: 52% of copy bandwidth at 64 x 4096, 4: 37%,

@@ -228,19 +228,16 @@ int run(int argc, char** argv) {
   STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   // The shipped choice first, then a sweep of split targets and load depths.
   DeviceBuffer partial(size_t(batch) * hq * kMaxDecodeSplits * dv * 4),
-      lse(size_t(batch) * hq * kMaxDecodeSplits * 4), counters(size_t(batch) * hq * 4);
-  STRATA_CUDA_CHECK(cudaMemset(counters.data(), 0, counters.bytes()));
+      lse(size_t(batch) * hq * kMaxDecodeSplits * 4);
   const double kv_bytes = double(batch) * context * (width + (v_in_k ? 0 : v_width)) * 2 /*bf16*/;
   const double flops = 2.0 * batch * context * hq * (d + dv);
   // unroll > 0: the lane kernel at that depth; else the shipped kernel, with `stages` tiles in
-  // flight when it is the tensor-core one. `merged`: the tensor-core kernel's last split merges
-  // (as the backend runs it); else a stage 2 launch does.
+  // flight when it is the tensor-core one.
   auto measure = [&](int blocks_per_sm, int unroll, bool shipped, int stages = 0,
-                     int head_block = 0, bool merged = true) {
+                     int head_block = 0) {
     if (blocks_per_sm == 0) blocks_per_sm = default_decode_blocks_per_sm(hkv, d, dv, v_in_k);
     const int splits = choose_decode_splits(batch, hkv, context, sms, blocks_per_sm);
     DecodeWorkspace ws{partial.as<float>(), lse.as<float>(), splits, unroll, stages, head_block};
-    if (merged) ws.merge_counters = counters.as<int>();
     const double ms = median_ms(
         [&] { decode_attention(q.as<float>(), kv, pb, p, ws, out.as<bf16>(), nullptr); }, 5, 50);
     const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
@@ -249,19 +246,16 @@ int run(int argc, char** argv) {
         "\"kv_heads\": %d, "
         "\"head_dim\": %d, \"v_head_dim\": %d, \"v_in_k\": %s, "
         "\"blocks_per_sm\": %d, \"unroll\": %d, \"tile_stages\": %d, \"mla_head_block\": %d, "
-        "\"merged_in_stage1\": %s, \"splits\": %d, \"kv_bytes\": "
+        "\"splits\": %d, \"kv_bytes\": "
         "%.0f, \"median_ms\": "
         "%.4f, "
         "\"achieved_GBps\": %.1f, \"copy_GBps\": %.1f, \"fraction_of_copy\": %.3f, "
         "\"TFLOPs\": %.1f}\n",
         decode_kernel_name(kv, pb, p, ws), shipped ? "true" : "false", batch, context, hq, hkv, d,
-        dv, v_in_k ? "true" : "false", blocks_per_sm, unroll, stages, head_block,
-        merged && std::string(decode_kernel_name(kv, pb, p, ws)) == "tiles" ? "true" : "false",
-        splits, kv_bytes, ms, gbs, copy_gbs, gbs / copy_gbs, flops / (ms * 1e-3) / 1e12);
+        dv, v_in_k ? "true" : "false", blocks_per_sm, unroll, stages, head_block, splits, kv_bytes,
+        ms, gbs, copy_gbs, gbs / copy_gbs, flops / (ms * 1e-3) / 1e12);
   };
   measure(0, 0, true);
-  // The shipped configuration with a stage 2 launch merging (the tensor-core kernel's A/B).
-  if (!mla) measure(0, 0, false, 0, 0, false);
   // MLA: the CUDA-core lane kernel at the same split count, side by side with the shipped one.
   if (mla) measure(0, 1, false);
   // ... and the latent kernel on 16-head blocks where the default takes 32.

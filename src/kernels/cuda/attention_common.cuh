@@ -5,9 +5,7 @@
 #include <string>
 
 #include "kernels/cuda/attention.h"
-#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/reduce.cuh"
 
 namespace strata::cuda::attention_detail {
 
@@ -44,44 +42,6 @@ __device__ __forceinline__ DecodeSplit decode_split(const PagedBatch& batch,
   const int span = (hi - lo + num_splits - 1) / num_splits;
   const int begin = min(hi, lo + split * span);
   return {begin, min(hi, begin + span)};
-}
-
-// Decode stage 2 for query heads [h0, h0 + heads) of request b: out = sum_i e^{lse_i - M} o_i /
-// (e^{sink - M} + sum_i e^{lse_i - M}) over the splits' partial outputs o_i and log-sum-exps
-// lse_i, the sink term only with sinks (a logit with no value: it takes weight from every key).
-// Each warp turns one head's log-sum-exps into weights (lane i: split i) in `weight`
-// ([heads][kMaxDecodeSplits] of shared memory), so the loads of the partial outputs that follow
-// are independent of each other: a loop that read each lse before its partial waited on a memory
-// round trip per split, which at batch 1 (18 splits) took 10 us a layer. Partials are read
-// through L2 (ld.cg): when the last split's block merges (the tensor-core kernel), other blocks
-// of the same launch wrote them. The standalone stage 2 and that block run this one function.
-static_assert(kMaxDecodeSplits <= 32, "the merge holds one split per lane of a warp");
-template <typename OutT>
-__device__ void merge_splits(const float* partial_out, const float* partial_lse, int num_q_heads,
-                             int dv, int num_splits, int b, int h0, int heads,
-                             const int32_t* token_offsets, const float* sinks, float* weight,
-                             OutT* out) {
-  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  for (int r = threadIdx.x / 32; r < heads; r += warps) {
-    const int64_t first = (static_cast<int64_t>(b) * num_q_heads + h0 + r) * num_splits;
-    const float lse = lane < num_splits ? __ldcg(partial_lse + first + lane) : kNegInf;
-    const float sink = sinks ? sinks[h0 + r] : kNegInf;
-    const float mx = fmaxf(warp_max(lse), sink);
-    const float w = lse == kNegInf ? 0.0f : __expf(lse - mx);
-    const float total = warp_sum(w) + (sink == kNegInf ? 0.0f : __expf(sink - mx));
-    if (lane < num_splits) weight[r * kMaxDecodeSplits + lane] = total > 0.0f ? w / total : 0.0f;
-  }
-  __syncthreads();
-  const int64_t out_row = static_cast<int64_t>(token_offsets[b]) * num_q_heads + h0;
-  for (int idx = threadIdx.x; idx < heads * dv; idx += blockDim.x) {
-    const int r = idx / dv, d = idx % dv;
-    const int64_t first = (static_cast<int64_t>(b) * num_q_heads + h0 + r) * num_splits;
-    const float* wr = weight + r * kMaxDecodeSplits;
-    float acc = 0.0f;
-#pragma unroll 4
-    for (int i = 0; i < num_splits; ++i) acc += wr[i] * __ldcg(partial_out + (first + i) * dv + d);
-    out[(out_row + r) * dv + d] = from_f32<OutT>(acc);
-  }
 }
 
 // Request b's row of the request-to-token table: the cache slot of each of its positions.

@@ -8,10 +8,7 @@
 //
 // Block = (request, KV head, split); the four warps split each tile of BN keys into quarters
 // and keep their own online softmax and O in registers; the block merges them at the end and
-// writes the split's partial output and log-sum-exp (natural log, as stage 2 reads them). With
-// merge counters the last of a group's splits to finish then merges them all into the output
-// (merge_splits, the standalone stage 2's function), which saves a launch per layer: stage 2
-// took 4.7-5.3 us a layer in the batch-1 and batch-64 profiles of 12-01 and 12-04.
+// writes the split's partial output and log-sum-exp (natural log, as stage 2 reads them).
 #include <algorithm>
 
 #include "kernels/cuda/attention_common.cuh"
@@ -33,10 +30,12 @@ constexpr size_t merge_bytes() {  // per warp: O [16][D], then max and sum per r
   return size_t(kWarps) * (kRows * D + 2 * kRows) * sizeof(float);
 }
 
-template <typename OutT, int D, int kStages>
-__global__ __launch_bounds__(kWarps * 32) void decode_tiles_kernel(
-    const float* q, DeviceKV kv, PagedBatch batch, AttentionParams p, int num_splits,
-    float* partial_out, float* partial_lse, int* merge_counters, OutT* out) {
+template <int D, int kStages>
+__global__ __launch_bounds__(kWarps *
+                             32) void decode_tiles_kernel(const float* q, DeviceKV kv,
+                                                          PagedBatch batch, AttentionParams p,
+                                                          int num_splits, float* partial_out,
+                                                          float* partial_lse) {
   constexpr int LD = D + 8, QK_STEPS = D / 16, O_TILES = D / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* const Ks = reinterpret_cast<bf16*>(smem_raw);  // [kStages][kTileKeys][LD]
@@ -200,74 +199,45 @@ __global__ __launch_bounds__(kWarps * 32) void decode_tiles_kernel(
     // Scores are in log2 units here; stage 2 reads natural-log sums.
     if (d == 0) partial_lse[part] = (mx + log2f(sum)) * 0.6931471805599453f;
   }
-  if (merge_counters == nullptr) return;  // a stage 2 launch merges
-
-  // Every thread's partials are visible device-wide before the block counts itself done; the
-  // block that counts last sees every split's (the CUDA programming guide's last-block
-  // pattern), merges them, and leaves the counter at zero for the next launch or graph replay.
-  __shared__ int last;
-  __shared__ float weight[kRows * kMaxDecodeSplits];
-  int* const counter = merge_counters + static_cast<int64_t>(b) * gridDim.y + blockIdx.y;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == num_splits - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  merge_splits(partial_out, partial_lse, p.num_q_heads, D, num_splits, b, h0, heads,
-               batch.token_offsets, p.sinks, weight, out);
-  if (threadIdx.x == 0) *counter = 0;
 }
 
-template <typename OutT, int D, int kStages>
+template <int D, int kStages>
 void launch_decode_tiles(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                         const AttentionParams& p, const DecodeWorkspace& ws, OutT* out,
-                         cudaStream_t stream) {
+                         const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream) {
   constexpr size_t smem = std::max(ring_bytes<D, kStages>(), merge_bytes<D>());
-  static_assert(smem + (kRows * kMaxDecodeSplits + 1) * sizeof(float) <= 227 * 1024,
-                "decode ring and merge weights exceed a block's shared memory");
-  STRATA_CUDA_CHECK(cudaFuncSetAttribute(decode_tiles_kernel<OutT, D, kStages>,
+  static_assert(smem <= 227 * 1024, "decode ring exceeds a block's shared memory");
+  STRATA_CUDA_CHECK(cudaFuncSetAttribute(decode_tiles_kernel<D, kStages>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
   const int group = p.num_q_heads / kv.num_kv_heads;
   const dim3 grid(batch.batch, kv.num_kv_heads * ((group + kRows - 1) / kRows), ws.num_splits);
-  decode_tiles_kernel<OutT, D, kStages><<<grid, kWarps * 32, smem, stream>>>(
-      q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse, ws.merge_counters, out);
+  decode_tiles_kernel<D, kStages><<<grid, kWarps * 32, smem, stream>>>(
+      q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-template <typename OutT, int D>
+template <int D>
 void launch_decode_tiles_depth(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                               const AttentionParams& p, const DecodeWorkspace& ws, OutT* out,
+                               const AttentionParams& p, const DecodeWorkspace& ws,
                                cudaStream_t stream) {
   switch (ws.tile_stages) {
     case 2:
-      return launch_decode_tiles<OutT, D, 2>(q, kv, batch, p, ws, out, stream);
+      return launch_decode_tiles<D, 2>(q, kv, batch, p, ws, stream);
     case 4:
-      return launch_decode_tiles<OutT, D, 4>(q, kv, batch, p, ws, out, stream);
+      return launch_decode_tiles<D, 4>(q, kv, batch, p, ws, stream);
     default:
-      return launch_decode_tiles<OutT, D, kDefaultDecodeTileStages>(q, kv, batch, p, ws, out,
-                                                                    stream);
+      return launch_decode_tiles<D, kDefaultDecodeTileStages>(q, kv, batch, p, ws, stream);
   }
 }
 
 }  // namespace
 
-template <typename OutT>
-void decode_tiles(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                  const AttentionParams& p, const DecodeWorkspace& ws, OutT* out,
-                  cudaStream_t stream) {
+void decode_tiles_stage1(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                         const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream) {
   if (kv.k_head_dim == 128)
-    launch_decode_tiles_depth<OutT, 128>(q, kv, batch, p, ws, out, stream);
+    launch_decode_tiles_depth<128>(q, kv, batch, p, ws, stream);
   else
-    launch_decode_tiles_depth<OutT, 64>(q, kv, batch, p, ws, out, stream);
+    launch_decode_tiles_depth<64>(q, kv, batch, p, ws, stream);
 }
-
-template void decode_tiles<bf16>(const float*, const DeviceKV&, const PagedBatch&,
-                                 const AttentionParams&, const DecodeWorkspace&, bf16*,
-                                 cudaStream_t);
-template void decode_tiles<float>(const float*, const DeviceKV&, const PagedBatch&,
-                                  const AttentionParams&, const DecodeWorkspace&, float*,
-                                  cudaStream_t);
 
 }  // namespace strata::cuda::attention_detail

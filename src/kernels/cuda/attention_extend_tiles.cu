@@ -7,15 +7,18 @@
 // MT 16-row tiles of query rows end to end: the scores S = Q K^T of the current key tile
 // (mma.sync m16n8k16, bf16 in, f32 out), the online softmax state and O stay in its registers.
 // The scores' accumulator layout is the next product's A operand layout, so P never touches
-// shared memory. Q (scaled, rounded to bf16 once) waits in shared memory and comes in by
-// ldmatrix one 16-column step at a time. With MT = 2 every K and V fragment a warp loads feeds
-// two row tiles: ldmatrix traffic per product falls by 37% against MT = 1 (FlashAttention-2
-// gives each of its 4 warps 32 rows for the same reason). Key and value tiles of BN keys stream
-// through shared memory with cp.async, double-buffered: the next tile's loads are in flight
-// while the current one is multiplied. Rows are padded by 16 bytes so the eight rows one
-// ldmatrix reads fall in distinct banks. A warp skips the tiles its own rows see none of (past
-// the causal diagonal, before the window), so the block's diagonal costs each warp only its
-// share.
+// shared memory. With MT = 2 every K and V fragment a warp loads feeds two row tiles (as
+// FlashAttention-2 gives each of its 4 warps 32 rows), which on long prefills is worth the
+// registers it takes: Q then waits in shared memory (scaled, rounded to bf16 once) and comes in
+// by ldmatrix one 16-column step at a time. With MT = 1 the warp's Q fragments stay in
+// registers (in shared memory they cost a quarter of the speed, H100 2026-12-07). Key and value
+// tiles of BN keys stream through shared memory with cp.async, double-buffered: the next
+// tile's loads are in flight while the current one is multiplied. Rows are padded by 16 bytes
+// so the eight rows one ldmatrix reads fall in distinct banks. A warp skips the tiles its own
+// rows see none of (past the causal diagonal, before the window), so the block's diagonal costs
+// each warp only its share. Tiles start at multiples of BN keys whatever the block's rows, so a
+// row's scores are cut into the same tiles (the same online-softmax steps, the same bits) at
+// either MT, and so in whatever batch the row is.
 #include <algorithm>
 
 #include "kernels/cuda/attention_common.cuh"
@@ -32,20 +35,21 @@ constexpr int kWarps = 4;
 
 template <int D, int MT>
 constexpr size_t tile_smem_bytes() {
-  return (size_t(2 /*K, V*/) * 2 /*buffers*/ * kTileKeys + 16 * MT * kWarps /*Q*/) * (D + 8) *
-         sizeof(bf16);
+  const size_t q_rows = MT > 1 ? 16 * MT * kWarps : 0;
+  return (size_t(2 /*K, V*/) * 2 /*buffers*/ * kTileKeys + q_rows) * (D + 8) * sizeof(bf16);
 }
 
+// MT = 1: three blocks a SM (at most 168 registers), as the kernel ran before MT = 2; MT = 2
+// holds two (its shared memory).
 template <typename OutT, int D, int MT>
-__global__ __launch_bounds__(kWarps * 32) void extend_tiles_kernel(const float* q, DeviceKV kv,
-                                                                   PagedBatch batch,
-                                                                   AttentionParams p, OutT* out) {
+__global__ __launch_bounds__(kWarps * 32, MT == 1 ? 3 : 2) void extend_tiles_kernel(
+    const float* q, DeviceKV kv, PagedBatch batch, AttentionParams p, OutT* out) {
   constexpr int WARP_ROWS = 16 * MT, BM = WARP_ROWS * kWarps, BN = kTileKeys, LD = D + 8;
   constexpr int QK_STEPS = D / 16, S_TILES = BN / 8, O_TILES = D / 8, PV_STEPS = BN / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* const Ks = reinterpret_cast<bf16*>(smem_raw);  // [2][BN][LD]
   bf16* const Vs = Ks + 2 * BN * LD;                   // [2][BN][LD]
-  bf16* const Qs = Vs + 2 * BN * LD;                   // [BM][LD]
+  bf16* const Qs = Vs + 2 * BN * LD;                   // [BM][LD], MT > 1 only
 
   // The causal tail (the last rows, with the most keys) is launched first so the short blocks
   // fill the GPU's last wave instead of the long ones.
@@ -58,7 +62,8 @@ __global__ __launch_bounds__(kWarps * 32) void extend_tiles_kernel(const float* 
   const int rows = min(BM, ext - m0);
   const int first_pos = prefix + m0, last_pos = prefix + m0 + rows - 1;
   const int window = p.sliding_window;
-  const int kv_begin = window > 0 ? max(0, first_pos - window + 1) : 0;
+  // The first tile holding a key of the block's first row's window, at a multiple of BN.
+  const int kv_begin = window > 0 ? max(0, first_pos - window + 1) / BN * BN : 0;
   const int kv_end = last_pos + 1;
   const int32_t* req_row = request_slots(batch, b);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -79,25 +84,36 @@ __global__ __launch_bounds__(kWarps * 32) void extend_tiles_kernel(const float* 
   };
   load_tile(kv_begin, 0);
 
-  // Q rows of the block, scaled so that exp2 gives the softmax (with a soft cap the scale must
-  // come before the tanh, the log2(e) after it), rounded to bf16; zeros past the last row. The
-  // first tile's barrier orders these stores before any warp's ldmatrix.
+  // Q rows, scaled so that exp2 gives the softmax (with a soft cap the scale must come before
+  // the tanh, the log2(e) after it), rounded to bf16; zeros past the last row. MT = 1: this
+  // warp's fragments, in registers; else the block's rows into shared memory, whose stores the
+  // first tile's barrier orders before any warp's ldmatrix.
   const bool capped = p.softcap > 0.0f;
   const float q_scale = capped ? p.scale : p.scale * kLog2e;
-  for (int idx = threadIdx.x; idx < BM * (D / 2); idx += kWarps * 32) {
-    const int r = idx / (D / 2), c = (idx % (D / 2)) * 2;
-    const float2 v = r < rows
-                         ? *reinterpret_cast<const float2*>(
-                               q + static_cast<int64_t>(tok0 + m0 + r) * p.q_row_stride + h * D + c)
-                         : make_float2(0.0f, 0.0f);
-    *reinterpret_cast<uint32_t*>(Qs + r * LD + c) = pack_bf16(v.x * q_scale, v.y * q_scale);
-  }
-
   // This warp's rows: [w0, w0 + WARP_ROWS) of the block; row tile mt holds w0 + 16 mt + g and
   // that + 8. A warp past the last row only helps load.
   const int w0 = warp * WARP_ROWS;
+  uint32_t qf[MT == 1 ? QK_STEPS : 1][4];
+  if constexpr (MT == 1) {
+    const int r0 = w0 + g, r1 = r0 + 8;
+    const float* q0 = q + static_cast<int64_t>(tok0 + m0 + r0) * p.q_row_stride + h * D;
+    const float* q1 = q + static_cast<int64_t>(tok0 + m0 + r1) * p.q_row_stride + h * D;
+    load_q_fragments(q0, r0 < rows, q1, r1 < rows, t, q_scale, qf);
+  } else {
+    for (int idx = threadIdx.x; idx < BM * (D / 2); idx += kWarps * 32) {
+      const int r = idx / (D / 2), c = (idx % (D / 2)) * 2;
+      const float2 v =
+          r < rows ? *reinterpret_cast<const float2*>(
+                         q + static_cast<int64_t>(tok0 + m0 + r) * p.q_row_stride + h * D + c)
+                   : make_float2(0.0f, 0.0f);
+      *reinterpret_cast<uint32_t*>(Qs + r * LD + c) = pack_bf16(v.x * q_scale, v.y * q_scale);
+    }
+  }
   const bool active = w0 < rows;
   const int w_first = first_pos + w0, w_last = first_pos + min(rows, w0 + WARP_ROWS) - 1;
+  int pos[MT][2];  // this lane's rows' positions
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) pos[mt][0] = w_first + 16 * mt + g, pos[mt][1] = pos[mt][0] + 8;
 
   float o[MT][O_TILES][4];
   float row_max[MT][2], row_sum[MT][2];  // this lane's part
@@ -123,7 +139,10 @@ __global__ __launch_bounds__(kWarps * 32) void extend_tiles_kernel(const float* 
     const bf16* Vt = Vs + buf * BN * LD;
     // Keys past this warp's last row (causal) or wholly before its first row's window add
     // nothing to its rows (the online softmax would scale by 1 and add zeros).
-    const bool seen = active && kb <= w_last && (window <= 0 || kb + BN - 1 > w_first - window);
+    // (With MT = 1 the block's 64 rows are one tile high and the test costs more registers than
+    // it saves.)
+    const bool seen =
+        MT == 1 || (active && kb <= w_last && (window <= 0 || kb + BN - 1 > w_first - window));
     if (seen) {
       // S = Q K^T: K's rows are keys, i.e. the B operand already in column-major form; each
       // K fragment serves the warp's MT row tiles.
@@ -136,9 +155,14 @@ __global__ __launch_bounds__(kWarps * 32) void extend_tiles_kernel(const float* 
 #pragma unroll
       for (int ks = 0; ks < QK_STEPS; ++ks) {
         uint32_t qa[MT][4];
+        if constexpr (MT == 1) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-          ldmatrix_x4(qa[mt], Qs + (w0 + 16 * mt + lane % 16) * LD + ks * 16 + (lane / 16) * 8);
+          for (int i = 0; i < 4; ++i) qa[0][i] = qf[ks][i];
+        } else {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+            ldmatrix_x4(qa[mt], Qs + (w0 + 16 * mt + lane % 16) * LD + ks * 16 + (lane / 16) * 8);
+        }
 #pragma unroll
         for (int j = 0; j < S_TILES; j += 2) {
           const int mat = lane / 8;
@@ -170,8 +194,7 @@ __global__ __launch_bounds__(kWarps * 32) void extend_tiles_kernel(const float* 
           for (int j = 0; j < S_TILES; ++j)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-              const int key = kb + j * 8 + 2 * t + (i & 1);
-              const int my = w_first + 16 * mt + g + 8 * (i / 2);  // this element's row
+              const int key = kb + j * 8 + 2 * t + (i & 1), my = pos[mt][i / 2];
               const bool ok = key < kv_end && key <= my && (window <= 0 || key > my - window);
               if (!ok) s[mt][j][i] = kNegInf;
             }

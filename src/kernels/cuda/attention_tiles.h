@@ -35,11 +35,8 @@ void extend_tiles(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                   int rows_per_warp);
 
 // decode_attention's stage 1 (partials and log-sum-exp per split); p.q_row_stride resolved.
-// With ws.merge_counters it also merges the splits into `out` (no stage 2 to launch).
-template <typename OutT>
-void decode_tiles(const float* q, const DeviceKV& kv, const PagedBatch& batch,
-                  const AttentionParams& p, const DecodeWorkspace& ws, OutT* out,
-                  cudaStream_t stream);
+void decode_tiles_stage1(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                         const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream);
 // The same for mla_tiles_take's layouts (attention_decode_mla.cu).
 void decode_mla_stage1(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                        const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream);

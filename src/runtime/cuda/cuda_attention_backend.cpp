@@ -71,14 +71,6 @@ void CudaAttentionBackend::reserve(int max_tokens, int max_batch, int num_q_head
   const size_t parts = static_cast<size_t>(max_batch) * num_q_heads * cuda::kMaxDecodeSplits;
   partial_out_.ensure(parts * max_lv_ * sizeof(float));
   partial_lse_.ensure(parts * sizeof(float));
-  ensure_merge_counters(static_cast<size_t>(max_batch) * num_q_heads);
-}
-
-void CudaAttentionBackend::ensure_merge_counters(size_t count) {
-  const size_t bytes = count * sizeof(int);
-  if (merge_counters_.bytes() >= bytes) return;
-  merge_counters_.ensure(bytes);  // a grown buffer starts with garbage: zero it before use
-  STRATA_CUDA_CHECK(cudaMemsetAsync(merge_counters_.data(), 0, merge_counters_.bytes(), stream_));
 }
 
 void CudaAttentionBackend::prepare(const ForwardBatch& batch) {
@@ -100,13 +92,12 @@ std::vector<const void*> CudaAttentionBackend::buffer_signature() const {
   // staging buffer) must not be replayed over the new one: the driver crashes in
   // cudaGraphLaunch. The sizes only ever grow, so a regrown buffer always changes them.
   auto size = [](size_t bytes) { return reinterpret_cast<const void*>(bytes); };
-  return {req_to_token_.data(),         size(req_to_token_.bytes()),
-          window_table_.data(),         meta_.data(),
-          size(meta_.bytes()),          staging_,
-          size(staging_capacity_),      partial_out_.data(),
-          size(partial_out_.bytes()),   partial_lse_.data(),
-          size(partial_lse_.bytes()),   merge_counters_.data(),
-          size(merge_counters_.bytes())};
+  return {req_to_token_.data(),       size(req_to_token_.bytes()),
+          window_table_.data(),       meta_.data(),
+          size(meta_.bytes()),        staging_,
+          size(staging_capacity_),    partial_out_.data(),
+          size(partial_out_.bytes()), partial_lse_.data(),
+          size(partial_lse_.bytes())};
 }
 
 void CudaAttentionBackend::stage(const ForwardBatch& batch) {
@@ -327,9 +318,7 @@ void CudaAttentionBackend::run(const AttentionCall& call, float* q, const float*
     const size_t parts = static_cast<size_t>(batch_size_) * call.num_q_heads * splits;
     partial_out_.ensure(parts * max_lv_ * sizeof(float));
     partial_lse_.ensure(parts * sizeof(float));
-    ensure_merge_counters(static_cast<size_t>(batch_size_) * call.num_q_heads);
     cuda::DecodeWorkspace ws{partial_out_.as<float>(), partial_lse_.as<float>(), splits};
-    ws.merge_counters = merge_counters_.as<int>();
     decode_kernel_ = cuda::decode_kernel_name(kv, pb, p, ws);
     cuda::decode_attention(q, kv, pb, p, ws, out, stream_);
   } else {

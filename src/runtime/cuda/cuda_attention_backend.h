@@ -122,10 +122,6 @@ class CudaAttentionBackend : public AttentionBackend {
   std::vector<int64_t> partial_shape_;
   std::string decode_kernel_;
   cuda::DeviceBuffer partial_out_, partial_lse_;
-  // One zeroed counter per (request, query head): the decode kernel's last split merges
-  // (cuda::DecodeWorkspace::merge_counters). Every launch leaves them zero.
-  cuda::DeviceBuffer merge_counters_;
-  void ensure_merge_counters(size_t count);
 };
 
 }  // namespace strata
