@@ -110,13 +110,13 @@ constexpr int kMaxDecodeSplits = 32;
 // sliding window. bf16 tensor-core tiles (WMMA), online softmax in f32.
 // q [T, Hq * Dk]; out [T, Hq * Dv]; `max_extend` = the longest extend in the batch.
 // `rows_per_warp` (16 or 32) sets the register-tiled kernel's query rows per warp for the
-// bench's and the tests' side-by-side runs; 0: extend_rows_per_warp(max_extend).
+// bench's and the tests' side-by-side runs; 0: extend_rows_per_warp(max_extend, batch.batch).
 void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                       const AttentionParams& p, int max_extend, bf16* out, cudaStream_t stream,
                       int rows_per_warp = 0);
 void extend_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                       const AttentionParams& p, int max_extend, float* out, cudaStream_t stream,
                       int rows_per_warp = 0);
-int extend_rows_per_warp(int max_extend);
+int extend_rows_per_warp(int max_extend, int batch);
 
 }  // namespace strata::cuda

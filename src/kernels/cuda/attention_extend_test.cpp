@@ -1,9 +1,10 @@
 // The register-tiled extend kernel (attention_extend_tiles.cu) at both row counts per warp: 16
 // and 32 rows must give the same bits (each row's products, masks and online softmax run in
-// the same order; only the K / V fragment reuse differs), and both must match a double-precision
-// reference over the same bf16 inputs. One batch holds extends that leave blocks partly filled
-// (1, 7, 65, 130, 333 rows), cached prefixes, a window, a soft cap and sinks; the page table
-// is a shuffled permutation, so neighbouring keys live in distant rows.
+// the same order over the same 64-key tiles; only the K / V fragment reuse differs), so a row's
+// output does not depend on the batch that picked the tiling; and both must match a
+// double-precision reference over the same bf16 inputs. One batch holds extends that leave blocks
+// partly filled (1, 7, 65, 130, 333 rows), cached prefixes, a window, a soft cap and sinks; the
+// page table is a shuffled permutation, so neighbouring keys live in distant rows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -83,8 +84,9 @@ TEST_P(CudaExtendTiles, RowsPerWarpAgreeToTheBitAndMatchTheReference) {
   p.softcap = c.softcap;
   p.sinks = c.sinks ? dsinks.as<float>() : nullptr;
   const int max_extend = *std::max_element(ext.begin(), ext.end());
-  ASSERT_EQ(extend_rows_per_warp(max_extend), 32);
-  ASSERT_EQ(extend_rows_per_warp(64), 16);
+  ASSERT_EQ(extend_rows_per_warp(1024, 1), 16);
+  ASSERT_EQ(extend_rows_per_warp(8192, 1), 32);
+  ASSERT_EQ(extend_rows_per_warp(1024, 8), 32);
 
   const size_t out_count = size_t(tokens) * hq * d;
   std::vector<std::vector<float>> outs;
