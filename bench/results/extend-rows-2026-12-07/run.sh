@@ -13,7 +13,7 @@
 #                                   # and the compiled torch peer
 #   bash .devtree/run.sh serving    # strata serve + bench-serving (256 prompts, 1024 / 256, 64 at a time)
 #   bash .devtree/run.sh tests      # the whole GPU suite
-#   bash .devtree/run.sh profile    # per-kernel GPU times of decode steps at batch 64 and 256
+# (The batch-64 / 256 decode profile: `profile` in ../decode-slots-2026-12-07/run.sh.)
 set -o pipefail
 part=${1:-quick}
 config=bench/configs/llama-3.1-8b-instruct
@@ -77,12 +77,5 @@ case $part in
   tests)
     TESTS_TIMEOUT=${TESTS_TIMEOUT:-420} run tests 2>&1 | tail -40
     grep -E "^\[==========\]|^\[  PASSED|^\[  FAILED" "$OUT/tests.log" | tail -30
-    ;;
-  profile)
-    for b in ${PROFILE_BATCHES:-64 256}; do
-      mkdir -p "$OUT/b$b"
-      OUT=$OUT/b$b PROFILE_BATCH=$b PROFILE_SKIP=16000 PROFILE_COUNT=720 PROFILE_TIMEOUT=170 \
-        PROFILE_OUTPUT_LEN=64 run profile 2>&1 | tail -25
-    done
     ;;
 esac
