@@ -107,7 +107,8 @@ constexpr int kMaxDecodeSplits = 32;
 
 // Extend (prefill, chunked prefill): each new token attends causally to its request's cached
 // prefix and the new tokens up to itself (all already written to the cache), within the
-// sliding window. bf16 tensor-core tiles (WMMA), online softmax in f32.
+// sliding window. bf16 tensor-core tiles (mma.sync for 64- and 128-wide heads, WMMA for the
+// other widths), online softmax in f32.
 // q [T, Hq * Dk]; out [T, Hq * Dv]; `max_extend` = the longest extend in the batch.
 // `rows_per_warp` (16 or 32) sets the register-tiled kernel's query rows per warp for the
 // bench's and the tests' side-by-side runs; 0: extend_rows_per_warp(max_extend, batch.batch).
