@@ -22,6 +22,16 @@
 namespace strata::cuda {
 namespace {
 
+// The tiling extend_attention picks: 32 rows a warp once max_extend x batch reaches 4096 (host
+// logic: runs in every CUDA build, with or without a GPU).
+TEST(ExtendRowsPerWarp, ThirtyTwoFrom4096RowsOfBlocks) {
+  EXPECT_EQ(extend_rows_per_warp(1024, 1), 16);
+  EXPECT_EQ(extend_rows_per_warp(4095, 1), 16);
+  EXPECT_EQ(extend_rows_per_warp(4096, 1), 32);
+  EXPECT_EQ(extend_rows_per_warp(8192, 1), 32);
+  EXPECT_EQ(extend_rows_per_warp(1024, 8), 32);
+}
+
 struct ExtendCase {
   int head_dim, window;
   float softcap;
@@ -84,9 +94,6 @@ TEST_P(CudaExtendTiles, RowsPerWarpAgreeToTheBitAndMatchTheReference) {
   p.softcap = c.softcap;
   p.sinks = c.sinks ? dsinks.as<float>() : nullptr;
   const int max_extend = *std::max_element(ext.begin(), ext.end());
-  ASSERT_EQ(extend_rows_per_warp(1024, 1), 16);
-  ASSERT_EQ(extend_rows_per_warp(8192, 1), 32);
-  ASSERT_EQ(extend_rows_per_warp(1024, 8), 32);
 
   const size_t out_count = size_t(tokens) * hq * d;
   std::vector<std::vector<float>> outs;
