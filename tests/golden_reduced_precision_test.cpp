@@ -1,10 +1,11 @@
 // The golden fixtures with reduced-precision weights, against the same transformers references
 // as golden_dense_test.cpp and golden_hybrid_test.cpp: on the GPU (--device cuda), dense and
 // hybrid, whose path keeps weights, GEMM inputs and the KV cache in bf16 (f32 accumulation, f32
-// residual stream), on the CPU with --dtype bfloat16 (bf16 weights only: activations, sums and
-// the KV cache stay f32) and on the CPU with --quantization int8 (int8 weights, the inputs of
-// every product quantized to int8 per row and 64 columns; sums, the residual stream and the KV
-// cache f32). Each matches within its format's tolerance, not the CPU reference's 1e-3:
+// residual stream), on the CPU with --dtype bfloat16 (bf16 weights and product inputs; sums,
+// the residual stream and the KV cache stay f32) and on the CPU with --quantization int8 (int8
+// weights, the inputs of every product quantized to int8 per row and 64 columns; sums, the residual
+// stream and the KV cache f32). Each matches within its format's tolerance, not the CPU reference's
+// 1e-3:
 //   max |logit - reference| <= tolerance_share(fixture) * std(reference logits)
 // (golden_suite.cpp: the shares, and the prompts a router flip leaves out, with their
 // measurements).
@@ -60,8 +61,9 @@ class GoldenReducedPrecision : public testing::TestWithParam<GoldenCase> {
                  : bf16_prefill_compared(GetParam().fixture, prompt);
   }
   int greedy_steps_compared(size_t prompt) const {
-    return int8_ ? int8_greedy_steps_compared(GetParam().fixture, prompt)
-                 : bf16_greedy_steps_compared(GetParam().fixture, prompt);
+    if (int8_) return int8_greedy_steps_compared(GetParam().fixture, prompt);
+    return tag_ == "cuda" ? bf16_greedy_steps_compared(GetParam().fixture, prompt)
+                          : cpu_bf16_greedy_steps_compared(GetParam().fixture, prompt);
   }
   void check_prefill_logits();
   void check_greedy_ids();

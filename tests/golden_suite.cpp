@@ -58,9 +58,23 @@ int bf16_greedy_steps_compared(const std::string& fixture, size_t prompt) {
   return -1;
 }
 
+// The CPU's bf16 rounds the inputs of every product but keeps the KV cache and everything else
+// f32, so its experts flip at other steps than the GPU's. Measured 2026-12-07 (logit error
+// against the reference, per greedy step): deepseek_v3 prompt 1 keeps 0.027-0.054 through step
+// 7 and jumps to 1.66 at step 8; gpt_oss prompt 0 keeps 0.022-0.033 through step 4 and jumps to
+// 2.28 at step 5. Both are the size of a changed expert choice. deepseek_v3 prompt 2, whose
+// prefill the list above leaves out (its router sits within bf16 rounding), runs 0.10-0.14 at
+// every step against 0.03 on its other prompts; its greedy steps are left out with its prefill.
+int cpu_bf16_greedy_steps_compared(const std::string& fixture, size_t prompt) {
+  if (!bf16_prefill_compared(fixture, prompt)) return 0;
+  if (fixture == "deepseek_v3" && prompt == 1) return 8;
+  if (fixture == "gpt_oss" && prompt == 0) return 5;
+  return bf16_greedy_steps_compared(fixture, prompt);
+}
+
 // int8 (--quantization int8): weights and the inputs of every product are each rounded to
 // 1/254 of their 64-column block's largest magnitude, several times bf16's step for the small
-// values of a block, and the activations are rounded too (the CPU's bf16 keeps them f32).
+// values of a block, and the activations are rounded on the same coarser grid.
 // Measured on the CPU (2026-12-03, the commit that added int8), as a share of the spread over
 // every prefill of the dense and hybrid fixtures: 6-15% on most prompts, 20-27% on a few
 // (bamba 20%, gemma3 22%, deepseek_v2_lite 25%, lfm2 27%): these fixtures are random-weight

@@ -45,6 +45,8 @@ double bf16_tolerance_share(const std::string& fixture);
 bool bf16_prefill_compared(const std::string& fixture, size_t prompt);
 // How many greedy steps of `prompt` are compared before a known router flip (-1: all).
 int bf16_greedy_steps_compared(const std::string& fixture, size_t prompt);
+// The same for the CPU's --dtype bfloat16 (bf16 product inputs, f32 elsewhere).
+int cpu_bf16_greedy_steps_compared(const std::string& fixture, size_t prompt);
 // The same three for the CPU's int8 weights (--quantization int8).
 double int8_tolerance_share(const std::string& fixture);
 bool int8_prefill_compared(const std::string& fixture, size_t prompt);

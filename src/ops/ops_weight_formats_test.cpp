@@ -1,9 +1,12 @@
 // CpuOps with its other weight formats against the f32 reference, op by op, on the table of
 // cases the GPU runs (ops_device_cases.h), for the ops that read a weight matrix.
-// - bf16 (--dtype bfloat16): the cases round their inputs to bf16, so a weight stored in bf16
-//   loses nothing; the ops widen it back exactly, so the two differ only in the order of their
-//   sums (the bf16 decode kernel is its own loop): 1e-4 of the output's scale, not the GPU's
-//   bf16 tolerances.
+// - bf16 (--dtype bfloat16): the cases round their inputs and weights to bf16, so storing a
+//   weight in bf16 and rounding a product's input lose nothing, and a single product differs
+//   only in the order of its sums: 1e-4 of the output's scale. The experts' second product reads
+//   the activation of the first, which is not bf16-exact: each of its inputs moves by up to 2^-9
+//   relative (2e-3), partly cancelling over the sum (measured 2026-12-07: 0.6-5.4e-4 of the
+//   output's scale over the six expert cases), so the experts get 2e-3, bf16's own step, still
+//   far below the GPU's bf16 tolerances.
 // - int8 (--quantization int8): each weight and each activation a product reads is off by up to
 //   half a step, max |block| / 254. The cases' weights are uniform with the scale 1 / sqrt(in)
 //   and their inputs uniform in [-1, 1], so a product's error is ~0.2% of its output's scale
@@ -54,7 +57,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& i) {
 class OpsBf16Weights : public ::testing::TestWithParam<Case> {};
 
 TEST_P(OpsBf16Weights, MatchTheF32Reference) {
-  expect_like_f32(GetParam(), DType::BF16, std::min(GetParam().tol, 1e-4));
+  const bool two_products = GetParam().name.rfind("experts", 0) == 0;
+  expect_like_f32(GetParam(), DType::BF16, std::min(GetParam().tol, two_products ? 2e-3 : 1e-4));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, OpsBf16Weights, ::testing::ValuesIn(weight_cases()), case_name);

@@ -12,9 +12,9 @@ namespace strata::cpu {
 void linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias,
             float* y);
 
-// The same with bf16 weights (`w` holds bf16 bit patterns), f32 inputs and sums: the result is
-// the f32 product with the rounded weights (the vdpbf16ps kernel to ~1e-5 relative, its inputs
-// carried as two bf16 parts). With AVX512_BF16 one kernel takes every shape; elsewhere decode
+// The same with bf16 weights (`w` holds bf16 bit patterns): the inputs are rounded to bf16 (as
+// the GPU's bf16 GEMMs and llama.cpp's bf16 take them), the sums are f32, and so is y. With
+// AVX512_BF16 one kernel takes every shape; elsewhere decode
 // shapes (up to 8 rows) stream the weight once for all rows with AVX-512 or AVX2 FMAs (a
 // portable loop without either) and larger ones widen panels of weight rows to f32 for
 // OpenBLAS.

@@ -1,8 +1,8 @@
-// cpu::linear_bf16 (gemm.h): bf16 weights, f32 activations and sums. CPUs with AVX512_BF16
-// multiply bf16 pairs directly (`vdpbf16ps`, the activations as two bf16 parts, every row count
-// through one kernel: gemm_bf16_dot.cpp). The others widen the weights (a bf16 value is the
+// cpu::linear_bf16 (gemm.h): bf16 weights and inputs, f32 sums. CPUs with AVX512_BF16 multiply
+// bf16 pairs directly (`vdpbf16ps`, every row count through one kernel: gemm_bf16_dot.cpp). The
+// others round the inputs to bf16 values held as f32 and widen the weights (a bf16 value is the
 // upper half of an f32: a 16-bit shift) for the FMA kernels below or, past 8 rows, for
-// OpenBLAS's sgemm.
+// OpenBLAS's sgemm: every level computes the same products, summed in its own order.
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -152,6 +152,11 @@ void linear_bf16(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_
     for (int64_t j = 0; j < n; ++j) y[i * n + j] = bias ? bias[j] : 0.0f;
   const Level level = resolve(simd);
   if (level == Level::Dot) return bf16_dot::linear(x, m, k, w, n, y);
+  // The inputs as bf16 values (kept between calls, as the dot kernel keeps its copy).
+  thread_local std::vector<float> rounded;
+  rounded.resize(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m * k; ++i) rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  x = rounded.data();
   if (m <= kMaxSkinnyRows) return decode_rows(x, m, k, w, n, y, level);
   // Prefill: panels of weight rows widened to f32 (about 4 MiB each, so a panel is still in
   // cache when sgemm reads it), each multiplied by all of x; the OpenMP threads take panels in

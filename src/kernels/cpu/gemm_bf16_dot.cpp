@@ -39,23 +39,15 @@ __attribute__((target("avx512f,avx512bw"))) inline __m512i round16(__m512i v) {
   return _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7fc0));
 }
 
-// split_to_bf16 for sixteen values: the scalar rule below, lane by lane.
-__attribute__((target("avx512f,avx512bw"))) void split16(const float* x, uint16_t* hi,
-                                                         uint16_t* lo) {
-  const __m512i v = _mm512_loadu_si512(x);
-  const __m512i h = round16(v);
-  const __m512 rest =
-      _mm512_sub_ps(_mm512_castsi512_ps(v), _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
-  const __mmask16 finite = _mm512_cmplt_epu32_mask(_mm512_and_si512(h, _mm512_set1_epi32(0x7fff)),
-                                                   _mm512_set1_epi32(0x7f80));
-  const __m512i l = _mm512_maskz_mov_epi32(finite, round16(_mm512_castps_si512(rest)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi), _mm512_cvtepi32_epi16(h));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo), _mm512_cvtepi32_epi16(l));
+// round_to_bf16 for sixteen values.
+__attribute__((target("avx512f,avx512bw"))) void round_store16(const float* x, uint16_t* out) {
+  const __m512i h = round16(_mm512_loadu_si512(x));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(h));
 }
 
-// y[r * n + j] += x[r, :] . w[j, :] for r < R and the J weight rows j = j0 + jj * row_step, x's
-// row r as its two bf16 parts (x + 2 r k: hi, then lo), each step adding hi's products and then
-// lo's: 32 columns a step, the tail of k as one masked step (zeros past k add nothing). Each step
+// y[r * n + j] += x[r, :] . w[j, :] for r < R and the J weight rows j = j0 + jj * row_step (x in
+// bf16, row r at x + r k): 32 columns a step, the tail of k as one masked step (zeros past k add
+// nothing). Each step
 // also asks for the same columns of the row after each weight row, into L2: decode passes read row
 // j + 1 of every stream next (see decode below).
 template <int R, int J>
@@ -72,22 +64,16 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void dot_rows(
     for (int jj = 0; jj < J; ++jj) {
       _mm_prefetch(reinterpret_cast<const char*>(wj + jj * ws + i + k), _MM_HINT_T1);
       const __m512bh wv = (__m512bh)_mm512_loadu_si512(wj + jj * ws + i);
-      for (int r = 0; r < R; ++r) {
-        const uint16_t* xr = x + 2 * r * k + i;
-        acc[jj][r] = _mm512_dpbf16_ps(acc[jj][r], wv, (__m512bh)_mm512_loadu_si512(xr));
-        acc[jj][r] = _mm512_dpbf16_ps(acc[jj][r], wv, (__m512bh)_mm512_loadu_si512(xr + k));
-      }
+      for (int r = 0; r < R; ++r)
+        acc[jj][r] = _mm512_dpbf16_ps(acc[jj][r], wv, (__m512bh)_mm512_loadu_si512(x + r * k + i));
     }
   if (i < k) {
     const __mmask32 tail = static_cast<__mmask32>((uint64_t{1} << (k - i)) - 1);
     for (int jj = 0; jj < J; ++jj) {
       const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(tail, wj + jj * ws + i);
-      for (int r = 0; r < R; ++r) {
-        const uint16_t* xr = x + 2 * r * k + i;
-        acc[jj][r] = _mm512_dpbf16_ps(acc[jj][r], wv, (__m512bh)_mm512_maskz_loadu_epi16(tail, xr));
-        acc[jj][r] =
-            _mm512_dpbf16_ps(acc[jj][r], wv, (__m512bh)_mm512_maskz_loadu_epi16(tail, xr + k));
-      }
+      for (int r = 0; r < R; ++r)
+        acc[jj][r] = _mm512_dpbf16_ps(acc[jj][r], wv,
+                                      (__m512bh)_mm512_maskz_loadu_epi16(tail, x + r * k + i));
     }
   }
   for (int jj = 0; jj < J; ++jj)
@@ -113,13 +99,13 @@ void decode(const uint16_t* x, int64_t k, const uint16_t* w, int64_t n, float* y
 
 constexpr int64_t kMaxDecodeRows = 8;
 constexpr int kPrefillRows = 4, kPrefillWeightRows = 4;
-// Input rows per block: ~256 KiB of their bf16 parts, so a block stays in L2 while every weight
-// group passes over it.
+// Input rows per block: ~256 KiB of them in bf16, so a block stays in L2 while every weight group
+// passes over it.
 constexpr int64_t kBlockBytes = int64_t{256} << 10;
 
 void prefill(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y) {
   const int64_t block_rows = std::max<int64_t>(
-      kPrefillRows, kBlockBytes / (4 * std::max<int64_t>(k, 1)) / kPrefillRows * kPrefillRows);
+      kPrefillRows, kBlockBytes / (2 * std::max<int64_t>(k, 1)) / kPrefillRows * kPrefillRows);
   const int64_t groups = (n + kPrefillWeightRows - 1) / kPrefillWeightRows;
 #pragma omp parallel
   for (int64_t r0 = 0; r0 < m; r0 += block_rows) {
@@ -134,12 +120,12 @@ void prefill(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w, int64_t
       for (int64_t r = r0; r < r1; r += kPrefillRows) {
         const int64_t rows = std::min<int64_t>(kPrefillRows, r1 - r);
         if (rows == kPrefillRows && j1 - j0 == kPrefillWeightRows) {
-          dot_rows<kPrefillRows, kPrefillWeightRows>(x + 2 * r * k, k, w, j0, n, y + r * n);
+          dot_rows<kPrefillRows, kPrefillWeightRows>(x + r * k, k, w, j0, n, y + r * n);
           continue;
         }
         for (int64_t j = j0; j < j1; ++j)
           skinny::with_rows(rows,
-                            [&]<int R>() { dot_rows<R, 1>(x + 2 * r * k, k, w, j, n, y + r * n); });
+                            [&]<int R>() { dot_rows<R, 1>(x + r * k, k, w, j, n, y + r * n); });
       }
     }
   }
@@ -147,26 +133,20 @@ void prefill(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w, int64_t
 
 }  // namespace
 
-void split_to_bf16(const float* x, int64_t count, uint16_t* hi, uint16_t* lo) {
+void round_to_bf16(const float* x, int64_t count, uint16_t* out) {
   int64_t i = 0;
   if (available())
-    for (; i + 16 <= count; i += 16) split16(x + i, hi + i, lo + i);
-  for (; i < count; ++i) {
-    hi[i] = f32_to_bf16(x[i]);
-    const bool finite = (hi[i] & 0x7fff) < 0x7f80;
-    lo[i] = finite ? f32_to_bf16(x[i] - bf16_to_f32(hi[i])) : 0;
-  }
+    for (; i + 16 <= count; i += 16) round_store16(x + i, out + i);
+  for (; i < count; ++i) out[i] = f32_to_bf16(x[i]);
 }
 
 void linear(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y) {
-  // Kept between calls: a decode step splits its rows for every projection.
-  thread_local std::vector<uint16_t> parts;
-  parts.resize(static_cast<size_t>(2 * m * k));
-  for (int64_t r = 0; r < m; ++r)
-    split_to_bf16(x + r * k, k, parts.data() + 2 * r * k, parts.data() + (2 * r + 1) * k);
-  const uint16_t* xp = parts.data();
-  if (m > kMaxDecodeRows) return prefill(xp, m, k, w, n, y);
-  skinny::with_rows(m, [&]<int R>() { decode<R>(xp, k, w, n, y); });
+  // Kept between calls: a decode step rounds its rows for every projection.
+  thread_local std::vector<uint16_t> rounded;
+  rounded.resize(static_cast<size_t>(m * k));
+  round_to_bf16(x, m * k, rounded.data());
+  if (m > kMaxDecodeRows) return prefill(rounded.data(), m, k, w, n, y);
+  skinny::with_rows(m, [&]<int R>() { decode<R>(rounded.data(), k, w, n, y); });
 }
 
 }  // namespace strata::cpu::bf16_dot

@@ -40,7 +40,7 @@ TEST(CpuLinear, MatchesReferenceOnAwkwardSizes) {
   }
 }
 
-// linear_bf16 against the double-precision product over the bf16-rounded weights, at every
+// linear_bf16 against the double-precision product of the bf16-rounded inputs and weights, at every
 // instruction-set level (the ones this CPU lacks fall back to the next, still tested): k below,
 // at and past the 32-column vdpbf16ps step (masked tails), n and m that leave remainders after
 // the 4 x 4 prefill tiles and the decode passes.
@@ -61,7 +61,7 @@ TEST(CpuLinearBf16, MatchesTheProductWithRoundedWeightsAtEveryLevel) {
           for (int64_t j = 0; j < n; ++j) {
             double want = bias[j];
             for (int64_t t = 0; t < k; ++t)
-              want += double(x[i * k + t]) * bf16_to_f32(w[j * k + t]);
+              want += double(bf16_to_f32(f32_to_bf16(x[i * k + t]))) * bf16_to_f32(w[j * k + t]);
             ASSERT_NEAR(y[i * n + j], want, 1e-4 * (1 + std::sqrt(double(k))))
                 << "simd " << static_cast<int>(simd) << " m " << m << " k " << k << " n " << n;
           }
@@ -69,10 +69,10 @@ TEST(CpuLinearBf16, MatchesTheProductWithRoundedWeightsAtEveryLevel) {
     }
 }
 
-// The inputs' two bf16 parts are f32_to_bf16's, bit for bit, in the vector form and the scalar
-// one (ties to even, carries into the exponent, infinities, NaNs, denormals), and together they
-// stand within 2^-16 of any input whose lo part is still a normal number.
-TEST(CpuLinearBf16, SplitsInputsIntoTwoBf16Parts) {
+// The inputs' rounding is f32_to_bf16's, bit for bit, in the vector form and the scalar one
+// (ties to even, carries into the exponent, infinities, NaNs, denormals), at every offset of a
+// 16-value vector.
+TEST(CpuLinearBf16, RoundsInputsAsF32ToBf16) {
   std::mt19937 rng(5);
   std::vector<uint32_t> patterns = {0x00000000u, 0x80000000u, 0x00008000u, 0x00018000u,
                                     0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f800000u,
@@ -81,18 +81,13 @@ TEST(CpuLinearBf16, SplitsInputsIntoTwoBf16Parts) {
   for (int i = 0; i < 4000; ++i) patterns.push_back(rng());
   std::vector<float> x(patterns.size());
   std::memcpy(x.data(), patterns.data(), x.size() * sizeof(float));
-  std::vector<uint16_t> hi(x.size()), lo(x.size());
-  bf16_dot::split_to_bf16(x.data(), static_cast<int64_t>(x.size()), hi.data(), lo.data());
-  for (size_t i = 0; i < x.size(); ++i) {
-    ASSERT_EQ(hi[i], f32_to_bf16(x[i])) << "pattern 0x" << std::hex << patterns[i];
-    const bool finite = std::isfinite(bf16_to_f32(hi[i]));
-    ASSERT_EQ(lo[i], finite ? f32_to_bf16(x[i] - bf16_to_f32(hi[i])) : 0)
-        << "pattern 0x" << std::hex << patterns[i];
-    if (finite && std::fabs(x[i]) > 0x1p-100f) {  // lo stays a normal number
-      ASSERT_LE(std::fabs(double(bf16_to_f32(hi[i])) + bf16_to_f32(lo[i]) - x[i]),
-                std::ldexp(std::fabs(double(x[i])), -16))
-          << "pattern 0x" << std::hex << patterns[i];
-    }
+  for (int64_t offset : {0, 3}) {
+    const int64_t count = static_cast<int64_t>(x.size()) - offset;
+    std::vector<uint16_t> rounded(count);
+    bf16_dot::round_to_bf16(x.data() + offset, count, rounded.data());
+    for (int64_t i = 0; i < count; ++i)
+      ASSERT_EQ(rounded[i], f32_to_bf16(x[offset + i]))
+          << "pattern 0x" << std::hex << patterns[offset + i];
   }
 }
 
@@ -194,12 +189,15 @@ TEST(CpuGemmThreads, SplitProductsEqualTheReference) {
       linear_bf16(x.data(), m, k, w_bf16.data(), n, nullptr, y_bf16.data());
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) {
-          double want = 0;
-          for (int64_t t = 0; t < k; ++t) want += double(x[i * k + t]) * w[j * k + t];
+          double want = 0, want_bf16 = 0;  // linear_bf16 rounds its inputs to bf16
+          for (int64_t t = 0; t < k; ++t) {
+            want += double(x[i * k + t]) * w[j * k + t];
+            want_bf16 += double(bf16_to_f32(f32_to_bf16(x[i * k + t]))) * w[j * k + t];
+          }
           const double tol = 1e-4 * (1 + std::sqrt(double(k)));
           ASSERT_NEAR(y[i * n + j], want, tol) << "linear m " << m << " n " << n << " col " << j;
           ASSERT_NEAR(y_mm[i * n + j], want, tol) << "matmul m " << m << " n " << n << " col " << j;
-          ASSERT_NEAR(y_bf16[i * n + j], want, tol)
+          ASSERT_NEAR(y_bf16[i * n + j], want_bf16, tol)
               << "bf16 m " << m << " n " << n << " col " << j << " threads " << threads;
         }
     }
