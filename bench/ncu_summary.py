@@ -18,8 +18,12 @@ def main(path):
     for r in rows[header + 1:]:
         if len(r) <= value_i:
             continue
+        try:  # (lines the profiled program printed itself are not kernel rows)
+            value = float(r[value_i].replace(",", ""))
+        except ValueError:
+            continue
         name = r[name_i].split("(")[0][:90]
-        total[name] += float(r[value_i].replace(",", "")) * scale.get(r[unit_i], 1.0)
+        total[name] += value * scale.get(r[unit_i], 1.0)
         count[name] += 1
     grand = sum(total.values())
     print(f"{grand:.1f} us over {sum(count.values())} launches")

@@ -94,6 +94,9 @@ def main():
     ap.add_argument("--batch-size", type=int, nargs="+", default=[1])
     ap.add_argument("--input-len", type=int, default=1024)
     ap.add_argument("--output-len", type=int, default=256)
+    # Under `ncu --profile-from-start off`: the profiler runs for this many decode steps after
+    # the warm-up (per-kernel GPU times of the captured step, beside strata's).
+    ap.add_argument("--profile-steps", type=int, default=0)
     a = ap.parse_args()
     cfg = json.load(open(os.path.join(a.model, "config.json")))
     dev = "cuda"
@@ -113,6 +116,13 @@ def main():
             nxt = logits.argmax(-1, keepdim=True)
             for warm in range(3):  # compile + capture, at positions later overwritten
                 decode(nxt, torch.tensor([a.input_len + warm], device=dev))
+            if a.profile_steps:
+                torch.cuda.synchronize()
+                torch.cuda.profiler.start()
+                for s in range(a.profile_steps):
+                    decode(nxt, torch.tensor([a.input_len + s], device=dev))
+                torch.cuda.synchronize()
+                torch.cuda.profiler.stop()
             steps = []
             for s in range(a.output_len - 1):
                 pos = torch.tensor([a.input_len + s], device=dev)

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Issue #23, 2026-12-07 (fifth session): main's figures on the machine lent, and where the
+# compiled torch peer's decode step spends its time beside strata's. One device call per part,
+# on the bundle of `BUNDLE_KERNEL_BENCH=1 scripts/gpu_bundle.sh` carried as .devtree/gpu (copy
+# this script to .devtree/run.sh and carry both):
+#   bash .devtree/run.sh e2e       # decode at batch 1 / 8 / 64 / 256 (1024 in, 256 out): strata
+#                                  # and the compiled torch peer
+#   bash .devtree/run.sh prefill   # prefill 1 x 8192 and 8 x 1024: strata and the peer (eager
+#                                  # torch, flash SDPA); then serving: strata serve + bench-serving
+#                                  # (256 prompts, 1024 / 256, 64 at a time)
+#   bash .devtree/run.sh profile   # Nsight Compute per-kernel GPU times of two decode steps at
+#                                  # batch 64 and 256: strata (graphs off, every kernel its own
+#                                  # launch) and the peer (its captured step, --profile-steps 2)
+set -o pipefail
+part=${1:-e2e}
+config=bench/configs/llama-3.1-8b-instruct
+run() { bash bench/cuda_device_run.sh "$@"; }
+bin=.devtree/gpu/bundle/bin
+env_setup() { export LD_LIBRARY_PATH=$PWD/.devtree/gpu/bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}; }
+case $part in
+  e2e)
+    run none >/dev/null 2>&1; env_setup
+    for b in ${BATCHES:-1 8 64 256}; do
+      timeout 100 $bin/strata bench-one-batch --model $config --load-format dummy --device cuda \
+        --batch-size $b --input-len 1024 --output-len ${OUTPUT_LEN:-256} --json |
+        tee -a "$OUT/strata_decode.jsonl" | cut -c1-300
+    done
+    PYTHONUNBUFFERED=1 timeout 300 python3 bench/torch_decode_peer.py $config --batch-size ${BATCHES:-1 8 64 256} \
+      --input-len 1024 --output-len ${OUTPUT_LEN:-256} 2>"$OUT/peer.err" | tee "$OUT/peer.jsonl"
+    ;;
+  prefill)
+    run none >/dev/null 2>&1; env_setup
+    for shape in "1 8192" "8 1024"; do
+      set -- $shape
+      timeout 100 $bin/strata bench-one-batch --model $config --load-format dummy --device cuda \
+        --batch-size $1 --input-len $2 --output-len 1 --json | tee -a "$OUT/strata_prefill.jsonl" | cut -c1-300
+      PYTHONUNBUFFERED=1 timeout 100 python3 bench/torch_decode_peer.py $config --batch-size $1 \
+        --input-len $2 --output-len 4 2>>"$OUT/peer.err" | tee -a "$OUT/peer_prefill.jsonl"
+    done
+    timeout 100 $bin/strata bench-one-batch --model $config --load-format dummy --device cuda \
+      --batch-size 64 --input-len 1024 --output-len 256 --json | tee -a "$OUT/strata_decode64.jsonl" | cut -c1-300
+    $bin/strata serve --model $config --load-format dummy --device cuda --port 30123 \
+      --max-running-requests 64 >"$OUT/serve.log" 2>&1 &
+    serve_pid=$!
+    for i in $(seq 1 120); do curl -sf localhost:30123/health >/dev/null && break; sleep 1; done
+    timeout 200 $bin/strata bench-serving --port 30123 --num-prompts 256 --random-input-len 1024 \
+      --random-output-len 256 --random-range-ratio 1 --max-concurrency 64 --json |
+      tee -a "$OUT/serving.jsonl"
+    kill $serve_pid; wait $serve_pid
+    ;;
+  profile)
+    run none >/dev/null 2>&1; env_setup
+    for b in ${PROFILE_BATCHES:-64 256}; do
+      mkdir -p "$OUT/b$b"
+      OUT=$OUT/b$b PROFILE_BATCH=$b PROFILE_SKIP=16000 PROFILE_COUNT=720 PROFILE_TIMEOUT=150 \
+        PROFILE_OUTPUT_LEN=64 run profile 2>&1 | tail -22
+      timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum --csv --profile-from-start off \
+        python3 bench/torch_decode_peer.py $config --batch-size $b --input-len 1024 --output-len 8 \
+        --profile-steps 2 >"$OUT/b$b/peer_ncu.csv" 2>"$OUT/b$b/peer_ncu.err"
+      echo "peer ncu rc=$?"; tail -3 "$OUT/b$b/peer_ncu.err"
+      python3 bench/ncu_summary.py "$OUT/b$b/peer_ncu.csv" | tee "$OUT/b$b/peer_ncu_summary.txt" | head -30
+    done
+    ;;
+esac
