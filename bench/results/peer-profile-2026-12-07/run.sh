@@ -11,6 +11,8 @@
 #   bash .devtree/run.sh profile   # Nsight Compute per-kernel GPU times of two decode steps at
 #                                  # batch 64 and 256: strata (graphs off, every kernel its own
 #                                  # launch) and the peer (its captured step, --profile-steps 2)
+#   bash .devtree/run.sh kernels   # the decode kernel's Nsight Compute counters at 64 x 1100; the
+#                                  # extend kernel's SASS and registers at both row tilings
 set -o pipefail
 part=${1:-e2e}
 config=bench/configs/llama-3.1-8b-instruct
@@ -60,5 +62,16 @@ case $part in
       echo "peer ncu rc=$?"; tail -3 "$OUT/b$b/peer_ncu.err"
       python3 bench/ncu_summary.py "$OUT/b$b/peer_ncu.csv" | tee "$OUT/b$b/peer_ncu_summary.txt" | head -30
     done
+    ;;
+  kernels)  # the decode kernel's counters at 64 x 1100 (one launch, the detailed set), and the
+            # extend kernel's SASS and resource usage at both row tilings
+    run none >/dev/null 2>&1; env_setup
+    timeout 200 ncu --clock-control none --set detailed -k regex:decode_tiles --launch-skip 3 --launch-count 1 \
+      $bin/strata_attention_bench 64 1100 32 8 128 >"$OUT/decode_64x1100_ncu.txt" 2>&1
+    echo "ncu rc=$?"; grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Warp Cycles Per Issued|Shared Memory Configuration Size|Dynamic Shared" "$OUT/decode_64x1100_ncu.txt" | head -30
+    cuobjdump -res-usage $bin/strata_attention_bench 2>&1 | grep -A1 -E "extend_tiles|decode_tiles" >"$OUT/res_usage.txt"; head -c 3000 "$OUT/res_usage.txt"
+    cuobjdump -sass $bin/strata_attention_bench 2>/dev/null |
+      awk '/Function : /{keep = ($0 ~ /extend_tiles_kernel/)} keep' | xz >"$OUT/extend_sass.txt.xz"
+    ls -la "$OUT"
     ;;
 esac

@@ -93,7 +93,7 @@ template <int R>
 void decode(const uint16_t* x, int64_t k, const uint16_t* w, int64_t n, float* y) {
   constexpr int J = R <= 2 ? 4 : R <= 4 ? 2 : 1;  // J * R <= 8 accumulators
   skinny::in_runs<J>(
-      n, [&](int64_t j, int64_t run) { dot_rows<R, J>(x, k, w, j, n, y, run); },
+      n, 2 * k, [&](int64_t j, int64_t run) { dot_rows<R, J>(x, k, w, j, n, y, run); },
       [&](int64_t j) { dot_rows<R, 1>(x, k, w, j, n, y); });
 }
 

@@ -229,7 +229,7 @@ void linear_int8(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t
       write_rows(sums, 0, m, g, lane0, lane1, row0, n, bias, y);
     };
     skinny::in_runs<2>(
-        last - first,
+        last - first, stride,
         [&](int64_t i, int64_t run) {
           alignas(64) float out[2 * kPairedRows * kGroupRows];
           const int64_t g = first + i;

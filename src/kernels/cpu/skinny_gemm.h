@@ -6,6 +6,8 @@
 #include <immintrin.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -28,23 +30,33 @@ inline float widen(uint16_t w) {
   return bf16_to_f32(w);
 }
 
-// Splits [0, n) into chunks, kChunksPerThread a thread, taken as threads free up, and each chunk
-// into J runs of equal length, walked side by side: pass(j, run) covers items j, j + run, ...,
-// j + (J - 1) run, for j over the first run; single(j) takes the chunk's remainder. The decode
-// kernels' rows (and int8's groups) go through it so that each core reads J long streams (see
-// avx2 below). Chunks, not one share a thread: a core whose reads a step slowed held the other
-// at the barrier, and on a 2-core VM the two threads spent ~9% of an int8 decode step waiting
-// for each other in turn (perf). Which thread computes a row does not change its sum.
-constexpr int64_t kChunksPerThread = 4;
+// Splits [0, n) into chunks taken as threads free up, and each chunk into J runs of equal length,
+// walked side by side: pass(j, run) covers items j, j + run, ..., j + (J - 1) run, for j over the
+// first run; single(j) takes the chunk's remainder. The decode kernels' rows (and int8's groups)
+// go through it so that each core reads J long streams (see avx2 below). Chunks, not one share a
+// thread: a core whose reads a step slowed held the other at the barrier (on a 2-core VM the two
+// threads spent ~9% of an int8 decode step waiting for each other in turn, perf). Each chunk is a
+// share of what is left, OpenMP's guided schedule by hand (the runs need the chunk's bounds):
+// early chunks long, for long streams; the last ones short, so that the thread finishing last
+// waits for at most kMinChunkBytes of the other's reads. Which thread computes a row does not
+// change its sum.
+constexpr int64_t kMinChunkBytes = int64_t{256} << 10;
 template <int J, typename Pass, typename Single>
-void in_runs(int64_t n, Pass&& pass, Single&& single) {
+void in_runs(int64_t n, int64_t item_bytes, Pass&& pass, Single&& single) {
+  const int64_t min_chunk =
+      std::max<int64_t>(J, kMinChunkBytes / std::max<int64_t>(item_bytes, 1) / J * J);
+  std::atomic<int64_t> next{0};
 #pragma omp parallel
   {
     const int64_t threads = omp_get_num_threads();
-    const int64_t chunks = threads == 1 ? 1 : threads * kChunksPerThread;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t a = n * c / chunks, b = n * (c + 1) / chunks, run = (b - a) / J;
+    for (;;) {
+      int64_t a = next.load(std::memory_order_relaxed), b = a;
+      do {
+        if (a >= n) break;
+        b = std::min(n, a + std::max(min_chunk, (n - a) / (2 * threads)));
+      } while (!next.compare_exchange_weak(a, b, std::memory_order_relaxed));
+      if (a >= n) break;
+      const int64_t run = (b - a) / J;
       for (int64_t j = a; j < a + run; ++j) pass(j, run);
       for (int64_t j = a + run * J; j < b; ++j) single(j);
     }
@@ -109,7 +121,8 @@ __attribute__((target("avx2,fma"))) void avx2(const float* x, int64_t k, const W
                                               float* y) {
   constexpr int J = R == 1 ? 8 : R == 2 ? 4 : R <= 4 ? 2 : 1;  // J * R <= 8 of the 16 registers
   in_runs<J>(
-      n, [&](int64_t j, int64_t run) { rows_avx2<R, J>(x, k, w, j, n, y, run); },
+      n, k * int64_t{sizeof(W)},
+      [&](int64_t j, int64_t run) { rows_avx2<R, J>(x, k, w, j, n, y, run); },
       [&](int64_t j) { rows_avx2<R, 1>(x, k, w, j, n, y); });
 }
 
