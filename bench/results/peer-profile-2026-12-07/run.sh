@@ -11,6 +11,7 @@
 #   bash .devtree/run.sh profile   # Nsight Compute per-kernel GPU times of two decode steps at
 #                                  # batch 64 and 256: strata (graphs off, every kernel its own
 #                                  # launch) and the peer (its captured step, --profile-steps 2)
+#   bash .devtree/run.sh tests     # the whole GPU suite
 #   bash .devtree/run.sh kernels   # the decode kernel's Nsight Compute counters at 64 x 1100; the
 #                                  # extend kernel's SASS and registers at both row tilings
 set -o pipefail
@@ -62,6 +63,10 @@ case $part in
       echo "peer ncu rc=$?"; tail -3 "$OUT/b$b/peer_ncu.err"
       python3 bench/ncu_summary.py "$OUT/b$b/peer_ncu.csv" | tee "$OUT/b$b/peer_ncu_summary.txt" | head -30
     done
+    ;;
+  tests)  # the whole GPU suite (the run of the final tree: TESTS_TIMEOUT=420)
+    TESTS_TIMEOUT=${TESTS_TIMEOUT:-420} run tests 2>&1 | tail -8
+    grep -E "^\[==========\]|^\[  PASSED|^\[  FAILED" "$OUT/tests.log" | tail -12
     ;;
   kernels)  # the decode kernel's counters at 64 x 1100 (one launch, the detailed set), and the
             # extend kernel's SASS and resource usage at both row tilings
