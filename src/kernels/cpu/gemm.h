@@ -19,8 +19,9 @@ void linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, con
 // portable loop without either) and larger ones widen panels of weight rows to f32 for
 // OpenBLAS.
 // `simd` caps the instruction set the kernels use (tests run every level; one this CPU lacks
-// falls back to the next below it). Amx is for int8 prefill shapes (AMX-INT8 tiles) and
-// Avx512Bf16 for bf16 weights (vdpbf16ps); as a cap for anything else each means Avx512.
+// falls back to the next below it). Amx is for prefill shapes (AMX-INT8 tiles for int8 weights,
+// AMX-BF16 for bf16) and Avx512Bf16 for bf16 weights (vdpbf16ps, no tiles); as a cap for anything
+// else each means Avx512.
 enum class Simd { Best, Amx, Avx512Bf16, Avx512, Avx2, Portable };
 void linear_bf16(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n,
                  const float* bias, float* y, Simd simd = Simd::Best);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/skinny_gemm.h"
 
 namespace strata::cpu::bf16_dot {
@@ -140,11 +141,13 @@ void round_to_bf16(const float* x, int64_t count, uint16_t* out) {
   for (; i < count; ++i) out[i] = f32_to_bf16(x[i]);
 }
 
-void linear(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y) {
+void linear(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y,
+            bool amx) {
   // Kept between calls: a decode step rounds its rows for every projection.
   thread_local std::vector<uint16_t> rounded;
   rounded.resize(static_cast<size_t>(m * k));
   round_to_bf16(x, m * k, rounded.data());
+  if (m > kMaxDecodeRows && amx) return amx::linear_bf16(rounded.data(), m, k, w, n, y);
   if (m > kMaxDecodeRows) return prefill(rounded.data(), m, k, w, n, y);
   skinny::with_rows(m, [&]<int R>() { decode<R>(rounded.data(), k, w, n, y); });
 }

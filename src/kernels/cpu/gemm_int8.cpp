@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/int8_amx.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/int8_weights.h"
 #include "kernels/cpu/skinny_gemm.h"
 
@@ -162,7 +162,7 @@ void group_product(Simd level, const QuantizedRows& x, int64_t r0, int64_t rows,
 }
 
 // The instruction set `simd` asks for, or the best below it that this CPU has (AMX-INT8 takes
-// only prefill shapes: kernels/cpu/int8_amx.h).
+// only prefill shapes: kernels/cpu/amx.h).
 Simd resolve(Simd simd, int64_t m) {
   if ((simd == Simd::Best || simd == Simd::Amx) && m > kMaxChunkRows && amx::has_int8())
     return Simd::Amx;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_bf16_dot.h"
 
 namespace strata::cpu {
@@ -47,8 +48,9 @@ TEST(CpuLinear, MatchesReferenceOnAwkwardSizes) {
 TEST(CpuLinearBf16, MatchesTheProductWithRoundedWeightsAtEveryLevel) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (Simd simd : {Simd::Best, Simd::Avx512Bf16, Simd::Avx512, Simd::Avx2, Simd::Portable})
-    for (int64_t m : {1, 2, 4, 7, 8, 9, 33}) {
+  for (Simd simd :
+       {Simd::Best, Simd::Amx, Simd::Avx512Bf16, Simd::Avx512, Simd::Avx2, Simd::Portable})
+    for (int64_t m : {1, 2, 4, 7, 8, 9, 33, 70}) {
       for (auto [k, n] :
            {std::pair<int64_t, int64_t>{1, 1}, {15, 3}, {16, 5}, {37, 129}, {64, 9}, {300, 67}}) {
         std::vector<float> x(m * k), bias(n), y(m * n, 123.0f);
@@ -116,6 +118,36 @@ TEST(CpuLinearBf16, Vdpbf16psRowsDoNotDependOnTheRowCount) {
       for (int64_t r = 0; r < m; ++r)
         for (int64_t j = 0; j < n; ++j)
           ASSERT_EQ(batch[r * n + j], alone[r][j])
+              << "m " << m << " row " << r << " k " << k << " col " << j;
+    }
+  }
+}
+
+// AMX-BF16 (prefill shapes, more than 8 rows): every output sums its 32-column blocks in one
+// order whatever the row count, so a row of a 9-row product equals the same row of a 70-row one,
+// bit for bit, across the 16-row tiles and 64-row passes (remainders of both), with k and n
+// that leave partial blocks and groups.
+TEST(CpuLinearBf16, AmxRowsDoNotDependOnTheRowCount) {
+  if (!amx::has_bf16()) GTEST_SKIP() << "this CPU has no AMX-BF16 (or Linux did not grant it)";
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{40, 7}, {300, 67}, {2100, 130}}) {
+    const int64_t max_m = 70;
+    std::vector<float> x(max_m * k);
+    std::vector<uint16_t> w(n * k);
+    for (float& e : x) e = dist(rng);
+    for (uint16_t& e : w) e = f32_to_bf16(dist(rng));
+    auto product = [&](int64_t m) {
+      std::vector<float> y(m * n);
+      linear_bf16(x.data(), m, k, w.data(), n, nullptr, y.data(), Simd::Amx);
+      return y;
+    };
+    const std::vector<float> all = product(max_m);
+    for (int64_t m : {9, 16, 17, 33, 64, 65}) {
+      const std::vector<float> some = product(m);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(some[r * n + j], all[r * n + j])
               << "m " << m << " row " << r << " k " << k << " col " << j;
     }
   }

@@ -107,7 +107,7 @@ void dequantize_row(const uint8_t* packed, int64_t k, int64_t r, float* out) {
 void QuantizedRows::quantize(const float* x, int64_t m, int64_t k) {
   rows = m;
   blocks = int8::blocks(k);
-  // Whole tiles of 16 rows: the AMX kernel loads activation rows 16 at a time (int8_amx.h).
+  // Whole tiles of 16 rows: the AMX kernel loads activation rows 16 at a time (amx.h).
   values.resize(static_cast<size_t>((m + 15) / 16 * 16 * blocks * kBlockCols));
   scales.resize(static_cast<size_t>(m * blocks));
   sums.resize(static_cast<size_t>(m * blocks));
