@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
         // Levels this CPU lacks fall back to the next (the kernels' rule): not timed twice.
         if (simd != Simd::Avx2 && !__builtin_cpu_supports("avx512f")) continue;
         if (simd == Simd::Avx512Bf16 && !__builtin_cpu_supports("avx512bf16")) continue;
-        if (simd == Simd::Amx && m <= 8) continue;  // AMX takes only prefill shapes
+        if (simd == Simd::Amx && m <= 8) continue;              // AMX takes only prefill shapes
         if (simd != Simd::Amx || strata::cpu::amx::has_bf16())  // AMX-BF16 tiles, where present
           time_case("bf16", simd, s, m, 2.0 * s.n * s.k, calls, [&] {
             strata::cpu::linear_bf16(x.data(), m, s.k, w_bf16.data(), s.n, nullptr, y.data(), simd);

@@ -12,6 +12,7 @@
 #                                  # batch 64 and 256: strata (graphs off, every kernel its own
 #                                  # launch) and the peer (its captured step, --profile-steps 2)
 #   bash .devtree/run.sh tests     # the whole GPU suite
+#   bash .devtree/run.sh amx       # the host CPU's AMX-BF16 prefill against vdpbf16ps
 #   bash .devtree/run.sh kernels   # the decode kernel's Nsight Compute counters at 64 x 1100; the
 #                                  # extend kernel's SASS and registers at both row tilings
 set -o pipefail
@@ -62,6 +63,26 @@ case $part in
         --profile-steps 2 >"$OUT/b$b/peer_ncu.csv" 2>"$OUT/b$b/peer_ncu.err"
       echo "peer ncu rc=$?"; tail -3 "$OUT/b$b/peer_ncu.err"
       python3 bench/ncu_summary.py "$OUT/b$b/peer_ncu.csv" | tee "$OUT/b$b/peer_ncu_summary.txt" | head -30
+    done
+    ;;
+  amx)  # the host CPU's AMX-BF16 prefill: the CPU bf16 tests there, the products alone (AMX
+        # against vdpbf16ps, 2 threads on 2 pinned cores), and bench-one-batch's bf16 prefill of
+        # this build and of c33a523's (the vdpbf16ps prefill), alternated; carry
+        # .devtree/base/strata_c33a523.xz and .devtree/extra (strata_cpu_gemm_bench.xz) too
+    run none >/dev/null 2>&1; env_setup
+    grep -m1 "model name" /proc/cpuinfo; grep -o -w 'amx_[a-z0-9]*\|avx512_bf16' /proc/cpuinfo | sort | uniq -c
+    xz -dc .devtree/base/strata_c33a523.xz >/tmp/strata_c33a523 && chmod +x /tmp/strata_c33a523
+    xz -dc .devtree/extra/strata_cpu_gemm_bench.xz >/tmp/strata_cpu_gemm_bench && chmod +x /tmp/strata_cpu_gemm_bench
+    OMP_WAIT_POLICY=passive timeout 300 $bin/strata_tests --gtest_filter='CpuLinear*:CpuGemm*:*CpuBf16*:*OpsBf16*:TinyModel.*Bf16*' \
+      >"$OUT/cpu_tests.log" 2>&1; echo "cpu tests rc=$?"
+    grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|Failure" "$OUT/cpu_tests.log" | head -20
+    taskset -c 2,3 timeout 200 /tmp/strata_cpu_gemm_bench 2 8 | grep '"m":128' | grep bf16 | tee "$OUT/gemm_bench.jsonl"
+    for round in 1 2; do
+      for s in $bin/strata /tmp/strata_c33a523; do
+        taskset -c 2,3 timeout 120 $s bench-one-batch --model bench/configs/llama-2048x16 --load-format dummy \
+          --batch-size 1 --input-len 128 --output-len 8 --dtype bfloat16 --threads 2 --json 2>/dev/null |
+          sed "s|^{|{\"binary\": \"$s\", |" | tee -a "$OUT/prefill.jsonl" | cut -c1-200
+      done
     done
     ;;
   tests)  # the whole GPU suite (the run of the final tree: TESTS_TIMEOUT=420)

@@ -129,27 +129,8 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw"))) void group_product
 
 namespace {
 
-constexpr int64_t kPairCols = 32;   // the columns one B tile covers: 16 pairs
+constexpr int64_t kPairCols = 32;      // the columns one B tile covers: 16 pairs
 constexpr int64_t kBlockDwords = 256;  // a B tile: 16 rows of 16 pairs
-
-// The B tiles of weight rows n0..n0+15: for each block b of 32 columns, tile row i holds, for
-// each weight row j, the pair (w[n0 + j][32 b + 2 i], w[n0 + j][32 b + 2 i + 1]) as one 32-bit
-// lane (the first column in the low half: the order of memory). Zeros past n and past k.
-void repack_group(const uint16_t* w, int64_t k, int64_t n, int64_t n0, int64_t blocks,
-                  uint32_t* b) {
-  std::fill_n(b, blocks * kBlockDwords, 0u);
-  const int64_t rows = std::min<int64_t>(kGroupRows, n - n0);
-  for (int64_t j = 0; j < rows; ++j) {
-    const uint16_t* wr = w + (n0 + j) * k;
-    int64_t c = 0;
-    for (; c + 1 < k; c += 2) {
-      uint32_t pair;
-      std::memcpy(&pair, wr + c, sizeof(pair));
-      b[(c / kPairCols) * kBlockDwords + (c % kPairCols) / 2 * kGroupRows + j] = pair;
-    }
-    if (c < k) b[(c / kPairCols) * kBlockDwords + (c % kPairCols) / 2 * kGroupRows + j] = wr[c];
-  }
-}
 
 // A C tile's sums, stored to `c`, into y's rows r0.. (fewer than 16 at the end of the input) and
 // columns n0..n0+cols-1.
@@ -160,6 +141,33 @@ void add_sums(const float* c, int64_t r0, int64_t rows, int64_t n0, int64_t cols
 }
 
 }  // namespace
+
+// Whole 32-column blocks: one gather per tile row, 16 weight rows apart (rows past n masked to
+// zero); the last block, when k ends inside it, pair by pair.
+__attribute__((target("avx512f"))) void repack_group(const uint16_t* w, int64_t k, int64_t n,
+                                                     int64_t n0, uint32_t* b) {
+  const int64_t blocks = (k + kPairCols - 1) / kPairCols;
+  const int64_t rows = std::min<int64_t>(kGroupRows, n - n0);
+  const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
+  alignas(64) int32_t offsets[kGroupRows];
+  for (int64_t j = 0; j < kGroupRows; ++j) offsets[j] = static_cast<int32_t>(j * k);
+  const __m512i index = _mm512_load_si512(offsets);  // in bf16 elements: scale 2 below
+  const uint16_t* group = w + n0 * k;
+  const int64_t whole = k / kPairCols;
+  for (int64_t blk = 0; blk < whole; ++blk)
+    for (int64_t i = 0; i < kGroupRows; ++i)
+      _mm512_storeu_si512(b + blk * kBlockDwords + i * kGroupRows,
+                          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, index,
+                                                      group + blk * kPairCols + 2 * i, 2));
+  if (whole == blocks) return;
+  uint32_t* tail = b + whole * kBlockDwords;
+  std::fill_n(tail, kBlockDwords, 0u);
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t c = whole * kPairCols; c < k; ++c) {
+      const uint32_t v = group[j * k + c];
+      tail[(c % kPairCols) / 2 * kGroupRows + j] |= c % 2 ? v << 16 : v;
+    }
+}
 
 __attribute__((target("amx-tile,amx-bf16"))) void linear_bf16(const uint16_t* x, int64_t m,
                                                               int64_t k, const uint16_t* w,
@@ -181,7 +189,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void linear_bf16(const uint16_t* x,
 #pragma omp for schedule(dynamic, 4)
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t n0 = g * kGroupRows, cols = std::min<int64_t>(kGroupRows, n - n0);
-      repack_group(w, k, n, n0, blocks, packed.data());
+      repack_group(w, k, n, n0, packed.data());
       // 64 input rows a pass, one C tile per 16; every output sums its blocks in order.
       for (int64_t r0 = 0; r0 < padded_rows; r0 += 64) {
         const int64_t here = std::min<int64_t>(4, (padded_rows - r0) / 16);

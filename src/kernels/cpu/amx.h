@@ -47,6 +47,12 @@ class Tiles {
 void group_product(const int8::QuantizedRows& x, int64_t r0, int64_t rows, const uint8_t* group,
                    float* out);
 
+// The B tiles of weight rows n0..n0+15 of w [n, k] (bf16 bits), for linear_bf16 and its test:
+// for each block of 32 columns, 16 tile rows of 16 lanes, lane j of row i holding the pair
+// (w[n0 + j][32 b + 2 i], w[n0 + j][32 b + 2 i + 1]) (the first in the low half, the order of
+// memory). Zeros past n and past k; 256 lanes a block. Needs AVX-512.
+void repack_group(const uint16_t* w, int64_t k, int64_t n, int64_t n0, uint32_t* b);
+
 // y[m, n] += x[m, k] . w[n, k]^T with x and w bf16 bits, sums f32, on the OpenMP threads (each
 // takes groups of 16 weight rows and its own Tiles). Requires has_bf16().
 void linear_bf16(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y);

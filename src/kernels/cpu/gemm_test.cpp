@@ -123,6 +123,34 @@ TEST(CpuLinearBf16, Vdpbf16psRowsDoNotDependOnTheRowCount) {
   }
 }
 
+// The AMX-BF16 B tiles (gathered, 16 rows apart; the last partial block pair by pair) against
+// their definition, on shapes that end inside a block and a group: runs on any AVX-512 CPU.
+TEST(CpuLinearBf16, AmxTilesHoldTheWeightPairs) {
+  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "this CPU has no AVX-512";
+  std::mt19937 rng(29);
+  for (auto [k, n] :
+       {std::pair<int64_t, int64_t>{1, 3}, {31, 16}, {64, 17}, {95, 40}, {2048, 33}}) {
+    std::vector<uint16_t> w(n * k);
+    for (uint16_t& e : w) e = static_cast<uint16_t>(rng());
+    const int64_t blocks = (k + 31) / 32;
+    for (int64_t n0 = 0; n0 < n; n0 += 16) {
+      std::vector<uint32_t> tiles(blocks * 256, 0xdeadbeef);
+      amx::repack_group(w.data(), k, n, n0, tiles.data());
+      for (int64_t b = 0; b < blocks; ++b)
+        for (int64_t i = 0; i < 16; ++i)
+          for (int64_t j = 0; j < 16; ++j) {
+            auto at = [&](int64_t c) -> uint32_t {
+              return n0 + j < n && c < k ? w[(n0 + j) * k + c] : 0;
+            };
+            const uint32_t want = at(32 * b + 2 * i) | at(32 * b + 2 * i + 1) << 16;
+            ASSERT_EQ(tiles[b * 256 + i * 16 + j], want)
+                << "k " << k << " n " << n << " n0 " << n0 << " block " << b << " row " << i
+                << " lane " << j;
+          }
+    }
+  }
+}
+
 // AMX-BF16 (prefill shapes, more than 8 rows): every output sums its 32-column blocks in one
 // order whatever the row count, so a row of a 9-row product equals the same row of a 70-row one,
 // bit for bit, across the 16-row tiles and 64-row passes (remainders of both), with k and n
