@@ -11,6 +11,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/gemm_bf16_dot.h"
+
 namespace strata::cpu::amx {
 
 namespace {
@@ -169,15 +171,15 @@ __attribute__((target("avx512f"))) void repack_group(const uint16_t* w, int64_t 
     }
 }
 
-__attribute__((target("amx-tile,amx-bf16"))) void linear_bf16(const uint16_t* x, int64_t m,
-                                                              int64_t k, const uint16_t* w,
-                                                              int64_t n, float* y) {
+__attribute__((target("amx-tile,amx-bf16"))) void linear_bf16(const float* x, int64_t m, int64_t k,
+                                                              const uint16_t* w, int64_t n,
+                                                              float* y) {
   // x in whole tiles: rows to a multiple of 16 and columns to a multiple of 32, zeros around.
   const int64_t blocks = (k + kPairCols - 1) / kPairCols, pitch = blocks * kPairCols;
   const int64_t padded_rows = (m + 15) / 16 * 16;
   thread_local std::vector<uint16_t> padded;
   padded.assign(static_cast<size_t>(padded_rows * pitch), 0);
-  for (int64_t r = 0; r < m; ++r) std::copy(x + r * k, x + (r + 1) * k, padded.data() + r * pitch);
+  for (int64_t r = 0; r < m; ++r) bf16_dot::round_to_bf16(x + r * k, k, padded.data() + r * pitch);
   const uint16_t* xp = padded.data();
   const int64_t stride = pitch * static_cast<int64_t>(sizeof(uint16_t));
   const int64_t groups = (n + kGroupRows - 1) / kGroupRows;

@@ -53,8 +53,9 @@ void group_product(const int8::QuantizedRows& x, int64_t r0, int64_t rows, const
 // memory). Zeros past n and past k; 256 lanes a block. Needs AVX-512.
 void repack_group(const uint16_t* w, int64_t k, int64_t n, int64_t n0, uint32_t* b);
 
-// y[m, n] += x[m, k] . w[n, k]^T with x and w bf16 bits, sums f32, on the OpenMP threads (each
-// takes groups of 16 weight rows and its own Tiles). Requires has_bf16().
-void linear_bf16(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y);
+// y[m, n] += bf16(x[m, k]) . w[n, k]^T (w bf16 bits, sums f32), on the OpenMP threads (each
+// takes groups of 16 weight rows and its own Tiles). x is rounded as bf16_dot::round_to_bf16
+// rounds it, straight into the zero-padded A tiles. Requires has_bf16().
+void linear_bf16(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y);
 
 }  // namespace strata::cpu::amx

@@ -1,9 +1,9 @@
 // cpu::linear_bf16 (gemm.h): bf16 weights and inputs, f32 sums. CPUs with AVX512_BF16 multiply
 // bf16 pairs directly (`vdpbf16ps`, every row count through one kernel: gemm_bf16_dot.cpp;
-// prefill shapes on AMX-BF16 tiles where the CPU has them: amx.h). The
-// others round the inputs to bf16 values held as f32 and widen the weights (a bf16 value is the
-// upper half of an f32: a 16-bit shift) for the FMA kernels below or, past 8 rows, for
-// OpenBLAS's sgemm: every level computes the same products, summed in its own order.
+// prefill shapes on AMX-BF16 tiles where the CPU has them: amx.h). The others round the inputs
+// to bf16 values held as f32 and widen the weights (a bf16 value is the upper half of an f32: a
+// 16-bit shift) for the FMA kernels below or, past 8 rows, for OpenBLAS's sgemm: every level
+// computes the same products, summed in its own order.
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -154,9 +154,11 @@ void linear_bf16(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_
     for (int64_t j = 0; j < n; ++j) y[i * n + j] = bias ? bias[j] : 0.0f;
   const Level level = resolve(simd);
   if (level == Level::Dot) {
-    // AMX-BF16 tiles for prefill shapes where the CPU has them (and `simd` allows them).
-    const bool amx = (simd == Simd::Best || simd == Simd::Amx) && amx::has_bf16();
-    return bf16_dot::linear(x, m, k, w, n, y, amx);
+    // AMX-BF16 tiles for prefill shapes where the CPU has them (and `simd` allows them): their
+    // rows agree with the vdpbf16ps kernel's to f32 rounding, not bit for bit (amx.h).
+    if (m > kMaxSkinnyRows && (simd == Simd::Best || simd == Simd::Amx) && amx::has_bf16())
+      return amx::linear_bf16(x, m, k, w, n, y);
+    return bf16_dot::linear(x, m, k, w, n, y);
   }
   // The inputs as bf16 values (kept between calls, as the dot kernel keeps its copy).
   thread_local std::vector<float> rounded;

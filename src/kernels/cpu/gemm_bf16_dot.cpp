@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "kernels/cpu/amx.h"
 #include "kernels/cpu/skinny_gemm.h"
 
 namespace strata::cpu::bf16_dot {
@@ -48,9 +47,8 @@ __attribute__((target("avx512f,avx512bw"))) void round_store16(const float* x, u
 
 // y[r * n + j] += x[r, :] . w[j, :] for r < R and the J weight rows j = j0 + jj * row_step (x in
 // bf16, row r at x + r k): 32 columns a step, the tail of k as one masked step (zeros past k add
-// nothing). Each step
-// also asks for the same columns of the row after each weight row, into L2: decode passes read row
-// j + 1 of every stream next (see decode below).
+// nothing). Each step also asks for the same columns of the row after each weight row, into L2:
+// decode passes read row j + 1 of every stream next (see decode below).
 template <int R, int J>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void dot_rows(
     const uint16_t* x, int64_t k, const uint16_t* w, int64_t j0, int64_t n, float* y,
@@ -141,13 +139,11 @@ void round_to_bf16(const float* x, int64_t count, uint16_t* out) {
   for (; i < count; ++i) out[i] = f32_to_bf16(x[i]);
 }
 
-void linear(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y,
-            bool amx) {
+void linear(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y) {
   // Kept between calls: a decode step rounds its rows for every projection.
   thread_local std::vector<uint16_t> rounded;
   rounded.resize(static_cast<size_t>(m * k));
   round_to_bf16(x, m * k, rounded.data());
-  if (m > kMaxDecodeRows && amx) return amx::linear_bf16(rounded.data(), m, k, w, n, y);
   if (m > kMaxDecodeRows) return prefill(rounded.data(), m, k, w, n, y);
   skinny::with_rows(m, [&]<int R>() { decode<R>(rounded.data(), k, w, n, y); });
 }

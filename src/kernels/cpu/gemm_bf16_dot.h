@@ -20,9 +20,6 @@ void round_to_bf16(const float* x, int64_t count, uint16_t* out);
 // same order whatever m is: one accumulator per output over 32-column steps, the last step masked,
 // then one horizontal sum, so a row's result does not depend on the rows beside it (decode,
 // prefill and chunked prefill agree bit for bit). Requires available().
-// `amx`: more than 8 rows go to the AMX-BF16 tiles (amx.h; requires amx::has_bf16()), whose
-// rows agree with these kernels' to f32 rounding, not bit for bit.
-void linear(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y,
-            bool amx = false);
+void linear(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y);
 
 }  // namespace strata::cpu::bf16_dot

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/amx.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/int8_weights.h"
 #include "kernels/cpu/skinny_gemm.h"
 
