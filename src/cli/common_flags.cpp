@@ -44,7 +44,13 @@ void ModelFlags::add_to(CLI::App& app) {
       "decoder layers per stage, like 2,3,3 (default: even split, remainder on the last stages)");
   app.add_option("--pp-timeout", pp_timeout,
                  "seconds a stage waits for another before the job fails");
-  app.add_option("--threads", threads, "CPU threads (0: all cores)");
+  app.add_option("--threads", threads,
+                 "CPU threads (0: every CPU this process may use, shared among the processes of a "
+                 "job on one machine)");
+  app.add_option("--cpu-bind", cpu_bind,
+                 "CPU: auto (threads pinned one per CPU during a pass when they fill this "
+                 "process's CPUs, the processes of a job on one machine on different ones) | "
+                 "cores (pinned whatever their number) | none");
   app.add_option("--context-length", context_length, "maximum tokens per request (0: from config)");
   app.add_option("--max-total-tokens", max_total_tokens, "KV cache size in tokens (0: derived)");
   app.add_option("--seed,--random-seed", seed, "random seed (sampling, dummy weights)");
@@ -88,6 +94,7 @@ RunnerOptions ModelFlags::runner_options(const ModelConfig* config) const {
   o.cuda_graph = !disable_cuda_graph;
   o.gpu_id = base_gpu_id;
   o.threads = threads;
+  o.cpu_bind = cpu_bind;
   o.tp_size = tp_size;
   o.report_load = true;
   o.max_context_len = context_length;

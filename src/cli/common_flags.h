@@ -23,6 +23,7 @@ struct ModelFlags {
   bool disable_cuda_graph = false;
   int base_gpu_id = 0;
   int threads = 0;
+  std::string cpu_bind = "auto";
   int context_length = 0;
   int64_t max_total_tokens = 0;
   uint64_t seed = 0;

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -75,10 +74,9 @@ void run_stage_process(const ModelConfig& config, RunnerOptions options, const P
         partition_layers(config.num_layers, setup.pp_size, setup.layers_per_stage)[rank];
     where += fmt::format(" (layers [{}, {}))", plan.start_layer, plan.end_layer);
     options.stage = plan;
-    // The stages on one machine share its cores.
-    if (options.threads == 0)
-      options.threads =
-          std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / control.local_size());
+    // The stages on one machine share its cores, each on its own (kernels/cpu/threads.h).
+    options.cpu_slot = control.local_rank();
+    options.cpu_slots = control.local_size();
     if (options.device == "cuda") {
       // One process per GPU: this machine's processes take consecutive GPUs from
       // --base-gpu-id, or its stages do, shared by their tensor-parallel ranks.

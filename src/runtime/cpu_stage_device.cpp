@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "kernels/cpu/threads.h"
 #include "runtime/stage_device.h"
 
 namespace strata {
@@ -63,6 +64,7 @@ class CpuStageDevice : public StageDevice {
   }
 
   PassOutput run(const ForwardBatch& batch, const PassKind&, const PassFn& pass) override {
+    cpu::ScopedComputeThread pinned;  // --threads and --cpu-bind, on whichever thread runs passes
     ForwardContext ctx = context(batch);
     return pass(ctx);
   }

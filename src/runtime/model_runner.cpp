@@ -6,10 +6,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <thread>
 
 #include "core/error.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/threads.h"
 #include "model/shard.h"
 #include "models/registry.h"
 #include "ops/logprobs.h"
@@ -44,10 +43,8 @@ ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options
         "--tp-size {}: this command runs in one process; tensor parallelism runs under strata "
         "generate and bench-one-batch (docs/tensor_parallel.md): leave --tp-size out here",
         options.tp_size);
-  const int threads = options.threads > 0
-                          ? options.threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  cpu::set_num_threads(threads);
+  cpu::configure_threads(options.threads, cpu::parse_thread_binding(options.cpu_bind),
+                         options.cpu_slot, options.cpu_slots);
   max_context_len_ = options.resolved_max_context_len(config);
 
 #ifdef STRATA_WITH_CUDA

@@ -41,7 +41,11 @@ struct RunnerOptions {
   int64_t max_total_tokens = 0;  // KV slots; 0: max_running_requests * max_context_len, capped
   LoadFormat load_format = LoadFormat::Auto;
   uint64_t seed = 0;
-  int threads = 0;                 // 0: all cores
+  int threads = 0;                // 0: the usable CPUs, shared among cpu_slots processes
+  std::string cpu_bind = "auto";  // --cpu-bind (kernels/cpu/threads.h)
+  // This process's place among the job's processes on its machine (mpirun's local rank and
+  // size): each takes its own CPUs.
+  int cpu_slot = 0, cpu_slots = 1;
   std::optional<StagePlan> stage;  // default: the whole model
   // Tensor parallelism (docs/tensor_parallel.md): the ranks each layer is split over
   // (--tp-size), and this process's group of them (the stage process sets it; null: one rank).
