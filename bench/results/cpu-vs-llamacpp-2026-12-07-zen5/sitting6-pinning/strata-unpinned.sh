@@ -1,0 +1,2 @@
+#!/usr/bin/env bash
+exec /work/main/build/strata "$@" --cpu-bind none
