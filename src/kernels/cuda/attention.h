@@ -60,12 +60,15 @@ struct DecodeWorkspace {
   // > 0: the CUDA-core lane kernel with this many keys loaded ahead per lane group (1, 2, 4,
   // 8), even where the tensor-core kernel applies (the bench compares them); 0: the default.
   int unroll = 0;
-  // Tiles of 64 keys in flight in the tensor-core kernel's cp.async ring (2, 3, 4); 0: the
+  // Tiles in flight in the tensor-core kernel's cp.async ring (2, 3, 4); 0: the
   // default.
   int tile_stages = 0;
   // Query heads a block of the MLA latent kernel scores (16 or 32); 0: the default (32 once
   // there are more than 16 heads). The bench compares them.
   int mla_head_block = 0;
+  // Warps a block of the tensor-core kernel runs, 16 keys of each tile apiece (2 or 4; the
+  // tile is 32 or 64 keys); 0: the default.
+  int tile_warps = 0;
 };
 // Tuned on the H200 (bench sweeps, docs/benchmarks-cuda.md). Lane kernel: fewer keys in
 // flight per lane but more resident blocks won (2: 52% of copy bandwidth at 64 x 4096, 4: 37%,
@@ -76,6 +79,7 @@ struct DecodeWorkspace {
 constexpr int kDefaultDecodeUnroll = 2;
 constexpr int kDefaultDecodeBlocksPerSm = 8;
 constexpr int kDefaultDecodeTileStages = 2;
+constexpr int kDefaultDecodeTileWarps = 4;
 // MLA's latent kernel holds one block per SM (a 64-key tile of 576-wide rows is 73 KB), so a
 // target of 8 blocks per SM only cut each request into more splits for stage 2 to merge: in
 // the H100 sweep of 2026-12-06 a target of 2 won every batched row (64 x 4096: 0.171 against

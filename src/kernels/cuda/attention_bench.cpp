@@ -21,6 +21,7 @@
 // 128, f32 state): the one-step state update of `batch` requests, whose floor is reading and
 // writing their states, and the SSD chunked scan of `prefill_batch` x `prefill_len` tokens.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -234,10 +235,11 @@ int run(int argc, char** argv) {
   // unroll > 0: the lane kernel at that depth; else the shipped kernel, with `stages` tiles in
   // flight when it is the tensor-core one.
   auto measure = [&](int blocks_per_sm, int unroll, bool shipped, int stages = 0,
-                     int head_block = 0) {
+                     int head_block = 0, int warps = 0) {
     if (blocks_per_sm == 0) blocks_per_sm = default_decode_blocks_per_sm(hkv, d, dv, v_in_k);
     const int splits = choose_decode_splits(batch, hkv, context, sms, blocks_per_sm);
-    DecodeWorkspace ws{partial.as<float>(), lse.as<float>(), splits, unroll, stages, head_block};
+    DecodeWorkspace ws{
+        partial.as<float>(), lse.as<float>(), splits, unroll, stages, head_block, warps};
     const double ms = median_ms(
         [&] { decode_attention(q.as<float>(), kv, pb, p, ws, out.as<bf16>(), nullptr); }, 5, 50);
     const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
@@ -245,16 +247,30 @@ int run(int argc, char** argv) {
         "{\"kernel\": \"%s\", \"shipped\": %s, \"batch\": %d, \"context\": %d, \"q_heads\": %d, "
         "\"kv_heads\": %d, "
         "\"head_dim\": %d, \"v_head_dim\": %d, \"v_in_k\": %s, "
-        "\"blocks_per_sm\": %d, \"unroll\": %d, \"tile_stages\": %d, \"mla_head_block\": %d, "
+        "\"blocks_per_sm\": %d, \"unroll\": %d, \"tile_stages\": %d, \"tile_warps\": %d, "
+        "\"mla_head_block\": %d, "
         "\"splits\": %d, \"kv_bytes\": "
         "%.0f, \"median_ms\": "
         "%.4f, "
         "\"achieved_GBps\": %.1f, \"copy_GBps\": %.1f, \"fraction_of_copy\": %.3f, "
         "\"TFLOPs\": %.1f}\n",
         decode_kernel_name(kv, pb, p, ws), shipped ? "true" : "false", batch, context, hq, hkv, d,
-        dv, v_in_k ? "true" : "false", blocks_per_sm, unroll, stages, head_block, splits, kv_bytes,
-        ms, gbs, copy_gbs, gbs / copy_gbs, flops / (ms * 1e-3) / 1e12);
+        dv, v_in_k ? "true" : "false", blocks_per_sm, unroll, stages, warps, head_block, splits,
+        kv_bytes, ms, gbs, copy_gbs, gbs / copy_gbs, flops / (ms * 1e-3) / 1e12);
   };
+  // The clocks ramp up over the first launches of a process: without this the first row (the
+  // shipped one) read 77% of copy where the same configuration later in the sweep read 87%.
+  {
+    const int splits = choose_decode_splits(batch, hkv, context, sms,
+                                            default_decode_blocks_per_sm(hkv, d, dv, v_in_k));
+    const DecodeWorkspace ws{partial.as<float>(), lse.as<float>(), splits};
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300)) {
+      for (int i = 0; i < 20; ++i)
+        decode_attention(q.as<float>(), kv, pb, p, ws, out.as<bf16>(), nullptr);
+      STRATA_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+  }
   measure(0, 0, true);
   // MLA: the CUDA-core lane kernel at the same split count, side by side with the shipped one.
   if (mla) measure(0, 1, false);
@@ -262,9 +278,10 @@ int run(int argc, char** argv) {
   if (mla && hq > 16) measure(0, 0, false, 0, 16);
   // The unroll depth only applies to 128-wide rows; wider ones sweep the split target alone.
   const bool narrow = std::max(d, dv) <= 128;
-  if (narrow && !v_in_k)  // the tensor-core kernel's layouts: its ring depth
-    for (int blocks_per_sm : {2, 4, 8, 16})
-      for (int stages : {2, 3, 4}) measure(blocks_per_sm, 0, false, stages);
+  if (narrow && !v_in_k)  // the tensor-core kernel's layouts: its warps and ring depth
+    for (int warps : {2, 4})
+      for (int blocks_per_sm : {2, 4, 8, 16})
+        for (int stages : {2, 3, 4}) measure(blocks_per_sm, 0, false, stages, 0, warps);
   for (int blocks_per_sm : {2, 4, 8, 16})
     for (int unroll : {1, 2, 4})
       if (narrow || unroll == 1) measure(blocks_per_sm, narrow ? unroll : 0, false);

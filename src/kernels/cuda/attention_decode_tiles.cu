@@ -6,9 +6,10 @@
 // in shared memory while the warps work on an earlier tile. attention_decode.cu keeps the
 // lane-per-chunk kernel for every other layout, and its stage 2 merges the splits either way.
 //
-// Block = (request, KV head, split); the four warps split each tile of BN keys into quarters
-// and keep their own online softmax and O in registers; the block merges them at the end and
-// writes the split's partial output and log-sum-exp (natural log, as stage 2 reads them).
+// Block = (request, KV head, split); its warps (4, or 2 for more resident blocks: the bench
+// sweeps both) take 16 keys each of every tile and keep their own online softmax and O in
+// registers; the block merges them at the end and writes the split's partial output and
+// log-sum-exp (natural log, as stage 2 reads them).
 #include <algorithm>
 
 #include "kernels/cuda/attention_common.cuh"
@@ -19,24 +20,25 @@ namespace strata::cuda::attention_detail {
 
 namespace {
 
-constexpr int kWarps = 4, kRows = 16;  // rows: query heads of a group, zero-padded to 16
-constexpr int kTileKeys = 64, kWarpKeys = kTileKeys / kWarps;
-template <int D, int kStages>
+constexpr int kRows = 16;  // rows: query heads of a group, zero-padded to 16
+constexpr int kWarpKeys = 16;
+template <int D, int kStages, int kWarps>
 constexpr size_t ring_bytes() {
-  return size_t(kStages) * 2 /*K, V*/ * kTileKeys * (D + 8) * sizeof(bf16);
+  return size_t(kStages) * 2 /*K, V*/ * kWarpKeys * kWarps * (D + 8) * sizeof(bf16);
 }
-template <int D>
+template <int D, int kWarps>
 constexpr size_t merge_bytes() {  // per warp: O [16][D], then max and sum per row
   return size_t(kWarps) * (kRows * D + 2 * kRows) * sizeof(float);
 }
 
-template <int D, int kStages>
+template <int D, int kStages, int kWarps>
 __global__ __launch_bounds__(kWarps *
                              32) void decode_tiles_kernel(const float* q, DeviceKV kv,
                                                           PagedBatch batch, AttentionParams p,
                                                           int num_splits, float* partial_out,
                                                           float* partial_lse) {
   constexpr int LD = D + 8, QK_STEPS = D / 16, O_TILES = D / 8;
+  constexpr int kTileKeys = kWarpKeys * kWarps;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* const Ks = reinterpret_cast<bf16*>(smem_raw);  // [kStages][kTileKeys][LD]
   bf16* const Vs = Ks + kStages * kTileKeys * LD;
@@ -201,33 +203,43 @@ __global__ __launch_bounds__(kWarps *
   }
 }
 
-template <int D, int kStages>
+template <int D, int kStages, int kWarps>
 void launch_decode_tiles(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                          const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream) {
-  constexpr size_t smem = std::max(ring_bytes<D, kStages>(), merge_bytes<D>());
+  constexpr size_t smem = std::max(ring_bytes<D, kStages, kWarps>(), merge_bytes<D, kWarps>());
   static_assert(smem <= 227 * 1024, "decode ring exceeds a block's shared memory");
-  STRATA_CUDA_CHECK(cudaFuncSetAttribute(decode_tiles_kernel<D, kStages>,
+  STRATA_CUDA_CHECK(cudaFuncSetAttribute(decode_tiles_kernel<D, kStages, kWarps>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
   const int group = p.num_q_heads / kv.num_kv_heads;
   const dim3 grid(batch.batch, kv.num_kv_heads * ((group + kRows - 1) / kRows), ws.num_splits);
-  decode_tiles_kernel<D, kStages><<<grid, kWarps * 32, smem, stream>>>(
+  decode_tiles_kernel<D, kStages, kWarps><<<grid, kWarps * 32, smem, stream>>>(
       q, kv, batch, p, ws.num_splits, ws.partial_out, ws.partial_lse);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-template <int D>
+template <int D, int kWarps>
 void launch_decode_tiles_depth(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                                const AttentionParams& p, const DecodeWorkspace& ws,
                                cudaStream_t stream) {
-  switch (ws.tile_stages) {
-    case 2:
-      return launch_decode_tiles<D, 2>(q, kv, batch, p, ws, stream);
+  switch (ws.tile_stages > 0 ? ws.tile_stages : kDefaultDecodeTileStages) {
+    case 3:
+      return launch_decode_tiles<D, 3, kWarps>(q, kv, batch, p, ws, stream);
     case 4:
-      return launch_decode_tiles<D, 4>(q, kv, batch, p, ws, stream);
+      return launch_decode_tiles<D, 4, kWarps>(q, kv, batch, p, ws, stream);
     default:
-      return launch_decode_tiles<D, kDefaultDecodeTileStages>(q, kv, batch, p, ws, stream);
+      return launch_decode_tiles<D, 2, kWarps>(q, kv, batch, p, ws, stream);
   }
+}
+
+template <int D>
+void launch_decode_tiles_warps(const float* q, const DeviceKV& kv, const PagedBatch& batch,
+                               const AttentionParams& p, const DecodeWorkspace& ws,
+                               cudaStream_t stream) {
+  if ((ws.tile_warps > 0 ? ws.tile_warps : kDefaultDecodeTileWarps) == 2)
+    launch_decode_tiles_depth<D, 2>(q, kv, batch, p, ws, stream);
+  else
+    launch_decode_tiles_depth<D, 4>(q, kv, batch, p, ws, stream);
 }
 
 }  // namespace
@@ -235,9 +247,9 @@ void launch_decode_tiles_depth(const float* q, const DeviceKV& kv, const PagedBa
 void decode_tiles_stage1(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                          const AttentionParams& p, const DecodeWorkspace& ws, cudaStream_t stream) {
   if (kv.k_head_dim == 128)
-    launch_decode_tiles_depth<128>(q, kv, batch, p, ws, stream);
+    launch_decode_tiles_warps<128>(q, kv, batch, p, ws, stream);
   else
-    launch_decode_tiles_depth<64>(q, kv, batch, p, ws, stream);
+    launch_decode_tiles_warps<64>(q, kv, batch, p, ws, stream);
 }
 
 }  // namespace strata::cuda::attention_detail

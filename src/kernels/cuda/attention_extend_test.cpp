@@ -17,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_test_reference.h"
 #include "kernels/cuda/device_buffer.h"
 
 namespace strata::cuda {
@@ -38,13 +39,7 @@ struct ExtendCase {
   bool sinks;
 };
 
-class CudaExtendTiles : public testing::TestWithParam<ExtendCase> {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!device_present(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
-  }
-};
+using CudaExtendTiles = test::GpuCaseTest<ExtendCase>;
 
 TEST_P(CudaExtendTiles, RowsPerWarpAgreeToTheBitAndMatchTheReference) {
   const ExtendCase c = GetParam();
@@ -115,30 +110,11 @@ TEST_P(CudaExtendTiles, RowsPerWarpAgreeToTheBitAndMatchTheReference) {
       const int pos = prefix[b] + i, tok = offsets[b] + i;
       const int lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
       for (int h = 0; h < hq; ++h) {
-        const int kh = h / group;
-        std::vector<double> score(pos + 1 - lo);
-        double mx = c.sinks ? sinks[h] : -INFINITY;
-        for (int key = lo; key <= pos; ++key) {
-          const int64_t slot = table[int64_t(pools[b]) * stride + key];
-          double s = 0.0;
-          for (int e = 0; e < d; ++e)
-            s += double(q[(int64_t(tok) * hq + h) * d + e]) * p.scale *
-                 bf16_to_f32(k[slot * width + kh * d + e]);
-          if (c.softcap > 0) s = c.softcap * std::tanh(s / c.softcap);
-          score[key - lo] = s;
-          mx = std::max(mx, s);
-        }
-        double total = c.sinks ? std::exp(sinks[h] - mx) : 0.0;
-        for (double& s : score) total += (s = std::exp(s - mx));
-        for (int e = 0; e < d; ++e) {
-          double o = 0.0;
-          for (int key = lo; key <= pos; ++key) {
-            const int64_t slot = table[int64_t(pools[b]) * stride + key];
-            o += score[key - lo] * bf16_to_f32(v[slot * width + kh * d + e]);
-          }
-          const double got = outs[1][(int64_t(tok) * hq + h) * d + e];
-          worst = std::max(worst, std::abs(got - o / total));
-        }
+        const std::vector<double> want = test::reference_row(
+            &q[(int64_t(tok) * hq + h) * d], p.scale, k.data(), v.data(), width, h / group, d,
+            &table[int64_t(pools[b]) * stride], lo, pos, c.softcap, c.sinks ? &sinks[h] : nullptr);
+        for (int e = 0; e < d; ++e)
+          worst = std::max(worst, std::abs(outs[1][(int64_t(tok) * hq + h) * d + e] - want[e]));
       }
     }
   EXPECT_LT(worst, 1e-2);
