@@ -79,14 +79,22 @@ struct DecodeWorkspace {
 constexpr int kDefaultDecodeUnroll = 2;
 constexpr int kDefaultDecodeBlocksPerSm = 8;
 constexpr int kDefaultDecodeTileStages = 2;
-constexpr int kDefaultDecodeTileWarps = 4;
+// The tensor-core kernel at 128-wide heads (H100 sweep of 2026-12-07, after a warm-up, GQA 32 /
+// 8): 2 warps a block (32-key tiles: 6 resident blocks a SM where 64-key tiles fit 3) with a
+// split target of 2 blocks per SM won at 64 x 1100 (0.112 against 0.119 ms, 84% of copy), 64 x
+// 4096 (0.375 / 0.383) and 8 x 32768 (0.367 / 0.380), tied at 256 x 1100 and 1 x 1100. 64-wide
+// heads were not swept and keep 4 warps and 8 blocks per SM.
+constexpr int kDefaultDecodeTileWarps = 2;
+constexpr int kDefaultDecodeTileWarpsD64 = 4;
+constexpr int kDefaultTilesD128DecodeBlocksPerSm = 2;
 // MLA's latent kernel holds one block per SM (a 64-key tile of 576-wide rows is 73 KB), so a
 // target of 8 blocks per SM only cut each request into more splits for stage 2 to merge: in
 // the H100 sweep of 2026-12-06 a target of 2 won every batched row (64 x 4096: 0.171 against
 // 0.198 ms at 16 heads, 0.547 against 0.750 ms at 128 heads).
 constexpr int kDefaultMlaDecodeBlocksPerSm = 2;
 // The split target a cached layout's decode kernel was tuned at: the MLA latent's (one KV
-// head whose value is the key row's leading 512 of 576 columns) or everyone else's.
+// head whose value is the key row's leading 512 of 576 columns), the tensor-core kernel's at
+// 128-wide heads, or everyone else's.
 int default_decode_blocks_per_sm(int num_kv_heads, int k_head_dim, int v_head_dim, bool v_in_k);
 void decode_attention(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                       const AttentionParams& p, const DecodeWorkspace& ws, bf16* out,

@@ -336,7 +336,9 @@ const char* decode_kernel_name(const DeviceKV& kv, const PagedBatch& batch,
 
 int default_decode_blocks_per_sm(int num_kv_heads, int k_head_dim, int v_head_dim, bool v_in_k) {
   const bool mla_latent = num_kv_heads == 1 && k_head_dim == 576 && v_head_dim == 512 && v_in_k;
-  return mla_latent ? kDefaultMlaDecodeBlocksPerSm : kDefaultDecodeBlocksPerSm;
+  if (mla_latent) return kDefaultMlaDecodeBlocksPerSm;
+  const bool tiles_d128 = k_head_dim == 128 && v_head_dim == 128 && !v_in_k;
+  return tiles_d128 ? kDefaultTilesD128DecodeBlocksPerSm : kDefaultDecodeBlocksPerSm;
 }
 
 int choose_decode_splits(int batch, int num_kv_heads, int max_seq_len, int num_sms,

@@ -236,7 +236,8 @@ template <int D>
 void launch_decode_tiles_warps(const float* q, const DeviceKV& kv, const PagedBatch& batch,
                                const AttentionParams& p, const DecodeWorkspace& ws,
                                cudaStream_t stream) {
-  if ((ws.tile_warps > 0 ? ws.tile_warps : kDefaultDecodeTileWarps) == 2)
+  const int default_warps = D == 128 ? kDefaultDecodeTileWarps : kDefaultDecodeTileWarpsD64;
+  if ((ws.tile_warps > 0 ? ws.tile_warps : default_warps) == 2)
     launch_decode_tiles_depth<D, 2>(q, kv, batch, p, ws, stream);
   else
     launch_decode_tiles_depth<D, 4>(q, kv, batch, p, ws, stream);
