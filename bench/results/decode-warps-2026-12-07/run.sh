@@ -5,7 +5,7 @@
 # scripts/gpu_bundle.sh` carried as .devtree/gpu (copy this script to .devtree/run.sh, carry both):
 #   bash .devtree/run.sh sweep     # the decode kernel's tests (every warp count and ring depth),
 #                                  # then its sweep (warps x ring depth x split target, and the lane
-#                                  # kernel) at 64 x 4096, 8 x 32768, 64 / 256 / 1 x 1100
+#                                  # kernel) at 64 x 4096, 8 x 32768, 64 / 256 / 8 / 1 x 1100
 #   bash .devtree/run.sh tests     # the whole GPU suite
 #   bash .devtree/run.sh e2e       # decode at batch 1 / 8 / 64 / 256 (1024 in, 256 out): strata
 #                                  # and the compiled torch peer
@@ -23,7 +23,7 @@ case $part in
     TESTS_FILTER='*CudaDecodeTiles*:*CudaExtendTiles*:Shapes/CudaBackendVsCpu*' TESTS_TIMEOUT=200 run tests 2>&1 | tail -4
     grep -E "^\[==========\]|^\[  PASSED|^\[  FAILED" "$OUT/tests.log" | tail -12
     env_setup
-    for shape in "64 1100" "256 1100" "64 4096" "8 32768" "1 1100"; do
+    for shape in "64 1100" "256 1100" "64 4096" "8 32768" "8 1100" "1 1100"; do
       timeout 120 $bin/strata_attention_bench $shape 32 8 128 >>"$OUT/decode_kernel.jsonl"
     done
     python3 - "$OUT/decode_kernel.jsonl" <<'PY'
