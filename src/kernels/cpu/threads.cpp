@@ -89,13 +89,18 @@ std::vector<int> plan_thread_cpus(const std::vector<int>& usable, int machine_cp
                                   int slot, int slots, ThreadBinding binding) {
   if (binding == ThreadBinding::None || threads < 1 || slot < 0 || slot >= slots) return {};
   const auto n = static_cast<int64_t>(usable.size());
-  int64_t first = int64_t{slot} * threads, share = std::max<int64_t>(1, n / slots);
-  // A launcher that bound each process gave it a mask of its own: no other slot shares it.
-  if (first + threads > n && n < machine_cpus) first = 0, share = n;
-  if (first + threads > n) return {};
+  if (int64_t{slots} * threads > n) {
+    // The job's processes do not fit these CPUs side by side. Where the mask is narrower than
+    // the machine and the threads fill it exactly, a launcher bound this process to a mask of
+    // its own (mpirun --bind-to core): pinning within it stacks nobody. Otherwise the processes
+    // share the CPUs, and pinning some would stack the others on theirs.
+    if (n < machine_cpus && threads == n) return usable;
+    return {};
+  }
   // Fewer threads than the process's share leave CPUs to other processes, which pinning
   // would not see: auto leaves them to the scheduler.
-  if (binding == ThreadBinding::Auto && threads < share) return {};
+  if (binding == ThreadBinding::Auto && threads < n / slots) return {};
+  const int64_t first = int64_t{slot} * threads;
   return {usable.begin() + first, usable.begin() + first + threads};
 }
 

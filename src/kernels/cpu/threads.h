@@ -28,11 +28,10 @@ std::vector<int> usable_cpus();
 // The CPU of each of `threads` threads, or empty when they stay unpinned. The process is number
 // `slot` of `slots` processes of one job sharing `usable` (mpirun starting several stages or
 // ranks on one machine, each unbound) and takes `threads` CPUs from slot x threads; its share
-// is usable / slots. When the process's mask is narrower than the machine (`machine_cpus`: a
-// launcher or taskset bound it already) the mask is its own share and it starts at its first
-// CPU. Empty when the threads would not each get a CPU of their own (pinning them then would
-// stack threads on CPUs that the unpinned scheduler would spread), and with Auto when they are
-// fewer than the share.
+// is usable / slots. When the job's threads do not fit `usable` side by side, the threads stay
+// unpinned (pinning some processes would stack the others on their CPUs), unless the mask is
+// narrower than the machine (`machine_cpus`) and the threads fill it: a launcher bound this
+// process to CPUs of its own. With Auto, threads fewer than the share stay unpinned too.
 std::vector<int> plan_thread_cpus(const std::vector<int>& usable, int machine_cpus, int threads,
                                   int slot, int slots, ThreadBinding binding);
 

@@ -49,7 +49,7 @@ TEST(CpuThreads, AutoPinsOnlyThreadsThatFillTheProcessesShare) {
   EXPECT_TRUE(plan_thread_cpus(all, 8, 1, 1, 2, ThreadBinding::Auto).empty());
   EXPECT_EQ(plan_thread_cpus(all, 8, 4, 0, 1, ThreadBinding::Cores), range(0, 4));
   EXPECT_EQ(plan_thread_cpus(all, 8, 1, 1, 2, ThreadBinding::Cores), (std::vector<int>{1}));
-  EXPECT_EQ(plan_thread_cpus(all, 8, 3, 1, 3, ThreadBinding::Cores), range(3, 3));
+  EXPECT_EQ(plan_thread_cpus(all, 8, 2, 1, 3, ThreadBinding::Cores), range(2, 2));
 }
 
 TEST(CpuThreads, PlansPinNothingWhereThreadsWouldShareACpu) {
@@ -58,19 +58,25 @@ TEST(CpuThreads, PlansPinNothingWhereThreadsWouldShareACpu) {
   for (ThreadBinding bind : {ThreadBinding::Auto, ThreadBinding::Cores}) {
     EXPECT_TRUE(plan_thread_cpus(all, 8, 9, 0, 1, bind).empty());
     EXPECT_TRUE(plan_thread_cpus(all, 8, 5, 1, 2, bind).empty());  // 5..9
+    // Three stages of one thread on two CPUs: the first two pinned would crowd the third.
+    EXPECT_TRUE(plan_thread_cpus(range(0, 2), 2, 1, 0, 3, bind).empty());
+    EXPECT_TRUE(plan_thread_cpus(all, 8, 3, 0, 3, bind).empty());
     EXPECT_TRUE(plan_thread_cpus(all, 8, 0, 0, 1, bind).empty());
     EXPECT_TRUE(plan_thread_cpus(all, 8, 1, 2, 2, bind).empty());  // no such slot
     EXPECT_TRUE(plan_thread_cpus({}, 8, 1, 0, 1, bind).empty());
   }
 }
 
-TEST(CpuThreads, AProcessBoundByItsLauncherStartsAtItsOwnFirstCpu) {
+TEST(CpuThreads, AProcessBoundByItsLauncherPinsWithinItsOwnMask) {
   // mpirun --bind-to core: rank 1 of 2 sees its one CPU, not the machine's.
   EXPECT_EQ(plan_thread_cpus({5}, 8, 1, 1, 2, ThreadBinding::Auto), (std::vector<int>{5}));
-  EXPECT_EQ(plan_thread_cpus({4, 5}, 8, 2, 1, 2, ThreadBinding::Auto), (std::vector<int>{4, 5}));
+  EXPECT_EQ(plan_thread_cpus({4, 5}, 8, 2, 1, 4, ThreadBinding::Auto), (std::vector<int>{4, 5}));
+  // A container's 4 CPUs shared by 8 unbound ranks of 1 thread: nobody pins.
+  EXPECT_TRUE(plan_thread_cpus(range(0, 4), 64, 1, 0, 8, ThreadBinding::Cores).empty());
+  EXPECT_TRUE(plan_thread_cpus(range(0, 4), 64, 1, 7, 8, ThreadBinding::Cores).empty());
+  // ... and a mask that fits the job side by side is shared, as on a whole machine.
   EXPECT_EQ(plan_thread_cpus({4, 5}, 8, 1, 1, 2, ThreadBinding::Auto), (std::vector<int>{5}));
   EXPECT_TRUE(plan_thread_cpus({4, 5, 6, 7}, 8, 1, 1, 2, ThreadBinding::Auto).empty());  // share 2
-  EXPECT_TRUE(plan_thread_cpus({4, 5}, 8, 3, 1, 2, ThreadBinding::Cores).empty());
 }
 
 TEST(CpuThreads, UsableCpusAreThisProcessesMask) {

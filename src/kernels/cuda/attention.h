@@ -60,8 +60,7 @@ struct DecodeWorkspace {
   // > 0: the CUDA-core lane kernel with this many keys loaded ahead per lane group (1, 2, 4,
   // 8), even where the tensor-core kernel applies (the bench compares them); 0: the default.
   int unroll = 0;
-  // Tiles in flight in the tensor-core kernel's cp.async ring (2, 3, 4); 0: the
-  // default.
+  // Tiles in the tensor-core kernel's cp.async ring (2, 3, 4); 0: the default.
   int tile_stages = 0;
   // Query heads a block of the MLA latent kernel scores (16 or 32); 0: the default (32 once
   // there are more than 16 heads). The bench compares them.
@@ -79,11 +78,12 @@ struct DecodeWorkspace {
 constexpr int kDefaultDecodeUnroll = 2;
 constexpr int kDefaultDecodeBlocksPerSm = 8;
 constexpr int kDefaultDecodeTileStages = 2;
-// The tensor-core kernel at 128-wide heads (H100 sweep of 2026-12-07, after a warm-up, GQA 32 /
+// The tensor-core kernel at 128-wide heads (H100 sweeps of 2026-12-07, after a warm-up, GQA 32 /
 // 8): 2 warps a block (32-key tiles: 6 resident blocks a SM where 64-key tiles fit 3) with a
-// split target of 2 blocks per SM won at 64 x 1100 (0.112 against 0.119 ms, 84% of copy), 64 x
-// 4096 (0.375 / 0.383) and 8 x 32768 (0.367 / 0.380), tied at 256 x 1100 and 1 x 1100. 64-wide
-// heads were not swept and keep 4 warps and 8 blocks per SM.
+// split target of 2 blocks per SM beat 4 warps at 8 at 64 x 1100 (0.112 against 0.120 ms, 85% of
+// copy), 8 x 1100 (0.022 / 0.035), 64 x 4096 (0.370 / 0.384) and 8 x 32768 (0.366 / 0.377); it
+// lost 1.2% at 256 x 1100 and tied at batch 1. 64-wide heads were not swept and keep 4 warps and
+// 8 blocks per SM.
 constexpr int kDefaultDecodeTileWarps = 2;
 constexpr int kDefaultDecodeTileWarpsD64 = 4;
 constexpr int kDefaultTilesD128DecodeBlocksPerSm = 2;
