@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/cpu/threads.h"
 #include "model/shard.h"
 #include "runtime/capabilities.h"
 #include "runtime/model_runner.h"
@@ -67,11 +68,11 @@ std::vector<std::string> RunnerOptions::problems(const ModelConfig& config) cons
   if (threads < 0 || threads > kMaxThreads)
     problems.push_back(
         fmt::format("--threads must be in 0..{} (0: all cores), got {}", kMaxThreads, threads));
-  if (cpu_bind != "auto" && cpu_bind != "cores" && cpu_bind != "none")
-    problems.push_back(fmt::format(
-        "--cpu-bind must be auto (pin when the threads fill this process's CPUs), cores (always "
-        "pin) or none (threads left unpinned), got '{}'",
-        cpu_bind));
+  try {
+    cpu::parse_thread_binding(cpu_bind);  // the names, and the message naming them, live there
+  } catch (const Error& e) {
+    problems.push_back(e.what());
+  }
   if (!(mem_fraction_static > 0 && mem_fraction_static <= 1))
     problems.push_back(
         fmt::format("--mem-fraction-static must be in (0, 1] (a share of GPU memory), got {}",

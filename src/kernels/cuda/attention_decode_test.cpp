@@ -65,13 +65,8 @@ TEST_P(CudaDecodeTiles, EveryWarpCountAndRingDepthMatchesTheReference) {
   const DeviceKV kv{dk.as<bf16>(), dv.as<bf16>(), width, width, hkv, d, d};
   const PagedBatch batch{dtable.as<int32_t>(),   stride, drows.as<int32_t>(), dprefix.as<int32_t>(),
                          doffsets.as<int32_t>(), n};
-  AttentionParams p;
-  p.num_q_heads = hq;
-  p.q_row_stride = int64_t(hq) * d;
-  p.scale = 1.0f / std::sqrt(float(d));
-  p.sliding_window = c.window;
-  p.softcap = c.softcap;
-  p.sinks = c.sinks ? dsinks.as<float>() : nullptr;
+  const AttentionParams p =
+      test::test_params(hq, d, c.window, c.softcap, c.sinks ? dsinks.as<float>() : nullptr);
 
   // The reference: scores and softmax in double. The kernel rounds q and the probabilities to
   // bf16, so the tolerance is bf16's.

@@ -81,13 +81,8 @@ TEST_P(CudaExtendTiles, RowsPerWarpAgreeToTheBitAndMatchTheReference) {
   const PagedBatch batch{dtable.as<int32_t>(),   stride,
                          dpools.as<int32_t>(),   dprefix.as<int32_t>(),
                          doffsets.as<int32_t>(), n};
-  AttentionParams p;
-  p.num_q_heads = hq;
-  p.q_row_stride = int64_t(hq) * d;
-  p.scale = 1.0f / std::sqrt(float(d));
-  p.sliding_window = c.window;
-  p.softcap = c.softcap;
-  p.sinks = c.sinks ? dsinks.as<float>() : nullptr;
+  const AttentionParams p =
+      test::test_params(hq, d, c.window, c.softcap, c.sinks ? dsinks.as<float>() : nullptr);
   const int max_extend = *std::max_element(ext.begin(), ext.end());
 
   const size_t out_count = size_t(tokens) * hq * d;

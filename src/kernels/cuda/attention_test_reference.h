@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace strata::cuda::test {
@@ -23,6 +24,18 @@ class GpuCaseTest : public testing::TestWithParam<Case> {
     if (!device_present(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
   }
 };
+
+// The parameters both tests run the kernels with: rows of hq heads of width d, 1 / sqrt(d).
+inline AttentionParams test_params(int hq, int d, int window, float softcap, const float* sinks) {
+  AttentionParams p;
+  p.num_q_heads = hq;
+  p.q_row_stride = int64_t(hq) * d;
+  p.scale = 1.0f / std::sqrt(float(d));
+  p.sliding_window = window;
+  p.softcap = softcap;
+  p.sinks = sinks;
+  return p;
+}
 
 // The output of query row `q` (d values, scaled by `scale` here) over keys [lo, pos] of its
 // request: key `key` is row slots[key] of k and v (rows of `width` bf16 values, this head's at
