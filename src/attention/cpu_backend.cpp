@@ -160,24 +160,34 @@ void CpuAttentionBackend::decode(const AttentionCall& call, const float* q, floa
   partial_out_.assign(static_cast<size_t>(batch) * hq * splits * dv, 0.0f);
   partial_lse_.assign(static_cast<size_t>(batch) * hq * splits, 0.0f);
 
+  // One task per request, KV head, range of keys and up to kHeadsATask heads of the head's
+  // query group: the task reads its keys' rows once for all its heads (attend_group_range).
+  constexpr int kHeadsATask = 8;
+  const int hkv = layout.num_kv_heads, chunks = (group + kHeadsATask - 1) / kHeadsATask;
 #pragma omp parallel
   {
     std::vector<float> scores;
-#pragma omp for collapse(3) schedule(dynamic, 2)
+#pragma omp for collapse(4) schedule(dynamic, 1)
     for (int b = 0; b < batch; ++b) {
-      for (int h = 0; h < hq; ++h) {
-        for (int s = 0; s < splits; ++s) {
-          const int t = token_offsets_[b];
-          const int pos = batch_->seq_len(b) - 1;
-          const int lo = window_start(pos, call.sliding_window), hi = pos + 1;
-          const int chunk = (hi - lo + splits - 1) / splits;
-          const int begin = std::min(hi, lo + s * chunk), end = std::min(hi, begin + chunk);
-          const int32_t* slots = table_of(call.layer_id)->row(batch_->req_pool_indices[b]);
-          scores.resize(std::max<size_t>(scores.size(), std::max(end - begin, 1)));
-          const int64_t part = (static_cast<int64_t>(b) * hq + h) * splits + s;
-          cpu::attend_range(q + (static_cast<int64_t>(t) * hq + h) * dk, kv, h / group, slots,
-                            begin, end, sp, scores.data(), partial_out_.data() + part * dv,
-                            partial_lse_.data() + part);
+      for (int kh = 0; kh < hkv; ++kh) {
+        for (int c = 0; c < chunks; ++c) {
+          for (int s = 0; s < splits; ++s) {
+            const int t = token_offsets_[b];
+            const int pos = batch_->seq_len(b) - 1;
+            const int lo = window_start(pos, call.sliding_window), hi = pos + 1;
+            const int chunk = (hi - lo + splits - 1) / splits;
+            const int begin = std::min(hi, lo + s * chunk), end = std::min(hi, begin + chunk);
+            const int32_t* slots = table_of(call.layer_id)->row(batch_->req_pool_indices[b]);
+            const int h = kh * group + c * kHeadsATask,
+                      heads = std::min(kHeadsATask, (kh + 1) * group - h);
+            scores.resize(std::max<size_t>(scores.size(),
+                                           static_cast<size_t>(heads) * std::max(end - begin, 1)));
+            const int64_t part = (static_cast<int64_t>(b) * hq + h) * splits + s;
+            cpu::attend_group_range(q + (static_cast<int64_t>(t) * hq + h) * dk, heads, kv, kh,
+                                    slots, begin, end, sp, scores.data(),
+                                    partial_out_.data() + part * dv, int64_t{splits} * dv,
+                                    partial_lse_.data() + part, splits);
+          }
         }
       }
     }

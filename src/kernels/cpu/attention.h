@@ -29,6 +29,15 @@ void attend_range(const float* q, const PagedKV& kv, int kv_head, const int32_t*
                   int end, const ScoreParams& p, float* scratch_scores, float* out, float* lse,
                   Simd simd = Simd::Best);
 
+// attend_range for `heads` query heads that share kv_head (a GQA group; MLA's heads over the one
+// latent): q holds their rows dk apart, head h's output goes to out + h out_stride and its lse
+// to lse[h lse_stride]; scratch_scores holds heads * (end - begin). On AVX-512 each key and
+// value row is read once for up to eight heads. Every head's bits are attend_range's.
+void attend_group_range(const float* q, int heads, const PagedKV& kv, int kv_head,
+                        const int32_t* slots, int begin, int end, const ScoreParams& p,
+                        float* scratch_scores, float* out, int64_t out_stride, float* lse,
+                        int64_t lse_stride, Simd simd = Simd::Best);
+
 // Merges `n` partials (out_i [Dv], lse_i) into out; a sink logit (or -inf) joins the
 // denominator only.
 void merge_partials(const float* partial_out, const float* partial_lse, int n, int v_head_dim,

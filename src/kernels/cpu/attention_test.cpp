@@ -116,6 +116,43 @@ INSTANTIATE_TEST_SUITE_P(
                       RangeCase{2, 128, 128, false, 30.0f}, RangeCase{1, 576, 512, true, 0.0f},
                       RangeCase{2, 72, 40, false, 0.0f}, RangeCase{1, 80, 64, true, 0.0f}));
 
+// A query group at once, each key and value row read once for up to eight heads, gives every
+// head attend_range's bits (one head at a time), at every level: groups of 2 to 8 heads, 12 (a
+// group of 8 then 4), 16 (MLA-like, many heads on one latent), and the outputs and lses written
+// at strides, as the backend's split partials are.
+TEST_P(AttendRange, AGroupOfHeadsGivesEachHeadsBits) {
+  const RangeCase c = GetParam();
+  std::mt19937 rng(11 + c.dk);
+  const int slots = 300;
+  const Cache cache = make_cache(c, slots, rng);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const ScoreParams p{1.0f / std::sqrt(static_cast<float>(c.dk)), c.softcap};
+  for (int heads : {2, 3, 4, 5, 7, 8, 12, 16}) {
+    std::vector<float> q(static_cast<size_t>(heads) * c.dk);
+    for (auto& x : q) x = d(rng);
+    for (const auto& [begin, end] : {std::pair{0, 1}, {3, 20}, {0, 300}, {7, 7}}) {
+      for (Simd simd : {Simd::Best, Simd::Portable}) {
+        const int64_t out_stride = 2 * c.dv + 16, lse_stride = 3;
+        std::vector<float> scores(static_cast<size_t>(heads) * std::max(end - begin, 1));
+        std::vector<float> out(heads * out_stride, 7.0f), lse(heads * lse_stride, 7.0f);
+        attend_group_range(q.data(), heads, cache.view, c.kv_heads - 1, cache.table.data(), begin,
+                           end, p, scores.data(), out.data(), out_stride, lse.data(), lse_stride,
+                           simd);
+        for (int h = 0; h < heads; ++h) {
+          std::vector<float> one(c.dv);
+          float one_lse = 0.0f;
+          attend_range(q.data() + h * c.dk, cache.view, c.kv_heads - 1, cache.table.data(), begin,
+                       end, p, scores.data(), one.data(), &one_lse, simd);
+          EXPECT_EQ(0, std::memcmp(one.data(), out.data() + h * out_stride, sizeof(float) * c.dv))
+              << heads << " heads, head " << h << ", keys [" << begin << ", " << end << ")";
+          EXPECT_EQ(std::memcmp(&one_lse, &lse[h * lse_stride], sizeof(float)), 0)
+              << heads << " heads, head " << h;
+        }
+      }
+    }
+  }
+}
+
 TEST(AttendRange, EmptyRangeIsZeroWithMinusInfinityLse) {
   const RangeCase c{1, 64, 64, false, 0.0f};
   std::mt19937 rng(3);

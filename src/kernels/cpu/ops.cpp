@@ -21,21 +21,8 @@ void add_inplace(float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) a[i] += b[i];
 }
 
-float silu(float x) {
-  return x / (1.0f + std::exp(-x));
-}
-
 float softplus(float x) {
   return x > 20.0f ? x : std::log1p(std::exp(x));
-}
-
-void silu_and_mul(const float* gate_up, int64_t rows, int64_t width, float* out) {
-#pragma omp parallel for if (rows > 16)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* g = gate_up + r * 2 * width;
-    const float* u = g + width;
-    for (int64_t i = 0; i < width; ++i) out[r * width + i] = silu(g[i]) * u[i];
-  }
 }
 
 void gelu_tanh_and_mul(const float* gate_up, int64_t rows, int64_t width, float* out) {

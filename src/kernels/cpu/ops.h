@@ -12,7 +12,11 @@ void add_inplace(float* a, const float* b, int64_t n);
 // gate_up [rows, 2 * width] = [gate | up] -> out [rows, width] = act(gate) * up
 void silu_and_mul(const float* gate_up, int64_t rows, int64_t width, float* out);
 void gelu_tanh_and_mul(const float* gate_up, int64_t rows, int64_t width, float* out);
+// x / (1 + e^-x) with exp_approx, the same bits whether silu_and_mul takes AVX-512 or not
+// (activations.cpp).
 float silu(float x);
+// e^x within 2 ulp (Cephes' expf), the same bits on every CPU.
+float exp_approx(float x);
 float softplus(float x);
 
 }  // namespace strata::cpu
