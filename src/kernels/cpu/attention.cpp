@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/skinny_gemm.h"  // skinny::has_avx512
+#include "kernels/cpu/skinny_gemm.h"  // skinny::has_avx512, skinny::with_rows
 
 namespace strata::cpu {
 
@@ -174,34 +174,15 @@ void weighted_rows(const float* w, const PagedKV& kv, int kv_head, const int32_t
     kByVectors[std::min(dv - d0, 128) / 16 - 1](w, kv, kv_head, d0, slots, begin, end, out + d0);
 }
 
-// f.template operator()<G>() for G = g, 2..kMaxGroup.
+// Heads of one KV head whose rows are read once for them all (more take several passes).
 constexpr int kMaxGroup = 8;
-template <typename F>
-void with_group(int g, F&& f) {
-  switch (g) {
-    case 2:
-      return f.template operator()<2>();
-    case 3:
-      return f.template operator()<3>();
-    case 4:
-      return f.template operator()<4>();
-    case 5:
-      return f.template operator()<5>();
-    case 6:
-      return f.template operator()<6>();
-    case 7:
-      return f.template operator()<7>();
-    default:
-      return f.template operator()<8>();
-  }
-}
 
 // Scores (into scores + g * n) and weighted values (into out + g * out_stride) of `heads` <=
 // kMaxGroup heads, 2 or more, on AVX-512: every key and value row read once for them all.
 void group_dots(const float* q, int heads, const PagedKV& kv, int kv_head, const int32_t* slots,
                 int begin, int end, float* scores) {
   const int64_t n = end - begin;
-  with_group(heads, [&]<int G>() {
+  skinny::with_rows(heads, [&]<int G>() {
     for (int j = begin; j < end; ++j) {
       if (j + kRowsAhead < end)
         prefetch_row(key_row(kv, kv_head, slots, j + kRowsAhead), kv.k_head_dim);
@@ -214,7 +195,7 @@ void group_weighted_rows(const float* w, int heads, const PagedKV& kv, int kv_he
                          const int32_t* slots, int begin, int end, float* out, int64_t out_stride) {
   const int64_t n = end - begin;
   const int dv = kv.v_head_dim;
-  with_group(heads, [&]<int G>() {
+  skinny::with_rows(heads, [&]<int G>() {
     // G * NV accumulators, NV value vectors and a weight in the 32 registers.
     constexpr int NV = G <= 2 ? 8 : G <= 4 ? 4 : 2;
     int d0 = 0;
