@@ -15,6 +15,9 @@ namespace strata {
 
 namespace {
 constexpr int kMaxDecodeSplits = 16;
+// Query heads of one KV head that one attention task takes (attend_group_range reads each key
+// and value row once for up to 8 heads).
+constexpr int kHeadsATask = 8;
 constexpr float kNoSink = -std::numeric_limits<float>::infinity();
 }  // namespace
 
@@ -117,24 +120,34 @@ void CpuAttentionBackend::extend(const AttentionCall& call, const float* q, floa
   for (int b = 0; b < batch_->batch_size(); ++b)
     for (int t = token_offsets_[b]; t < token_offsets_[b + 1]; ++t) token_req[t] = b;
 
+  // One task per token, KV head and up to kHeadsATask heads of its query group, as in decode.
+  const int hkv = layout.num_kv_heads, chunks = (group + kHeadsATask - 1) / kHeadsATask;
 #pragma omp parallel
   {
     std::vector<float> scores;
-#pragma omp for collapse(2) schedule(dynamic, 4)
+#pragma omp for collapse(3) schedule(dynamic, 2)
     for (int t = 0; t < num_tokens; ++t) {
-      for (int h = 0; h < hq; ++h) {
-        const int b = token_req[t];
-        const int pos = batch_->prefix_lens[b] + (t - token_offsets_[b]);
-        const int32_t* slots = table_of(call.layer_id)->row(batch_->req_pool_indices[b]);
-        const int begin = window_start(pos, call.sliding_window), end = pos + 1;
-        scores.resize(std::max<size_t>(scores.size(), end - begin));
-        float lse;
-        float* o = out + (static_cast<int64_t>(t) * hq + h) * dv;
-        cpu::attend_range(q + (static_cast<int64_t>(t) * hq + h) * dk, kv, h / group, slots, begin,
-                          end, sp, scores.data(), o, &lse);
-        if (call.sinks) {
-          std::vector<float> partial(o, o + dv);
-          cpu::merge_partials(partial.data(), &lse, 1, dv, call.sinks->data()[h], o);
+      for (int kh = 0; kh < hkv; ++kh) {
+        for (int c = 0; c < chunks; ++c) {
+          const int b = token_req[t];
+          const int pos = batch_->prefix_lens[b] + (t - token_offsets_[b]);
+          const int32_t* slots = table_of(call.layer_id)->row(batch_->req_pool_indices[b]);
+          const int begin = window_start(pos, call.sliding_window), end = pos + 1;
+          const int h = kh * group + c * kHeadsATask,
+                    heads = std::min(kHeadsATask, (kh + 1) * group - h);
+          scores.resize(
+              std::max<size_t>(scores.size(), static_cast<size_t>(heads) * (end - begin)));
+          float lse[kHeadsATask];
+          float* o = out + (static_cast<int64_t>(t) * hq + h) * dv;
+          cpu::attend_group_range(q + (static_cast<int64_t>(t) * hq + h) * dk, heads, kv, kh, slots,
+                                  begin, end, sp, scores.data(), o, dv, lse, 1);
+          if (call.sinks) {
+            for (int i = 0; i < heads; ++i) {
+              std::vector<float> partial(o + i * dv, o + (i + 1) * dv);
+              cpu::merge_partials(partial.data(), &lse[i], 1, dv, call.sinks->data()[h + i],
+                                  o + i * dv);
+            }
+          }
         }
       }
     }
@@ -162,7 +175,6 @@ void CpuAttentionBackend::decode(const AttentionCall& call, const float* q, floa
 
   // One task per request, KV head, range of keys and up to kHeadsATask heads of the head's
   // query group: the task reads its keys' rows once for all its heads (attend_group_range).
-  constexpr int kHeadsATask = 8;
   const int hkv = layout.num_kv_heads, chunks = (group + kHeadsATask - 1) / kHeadsATask;
 #pragma omp parallel
   {
