@@ -25,7 +25,9 @@ constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -
 constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
                 kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
 
-float exp_scalar(float x) {
+}  // namespace
+
+float exp_approx(float x) {
   x = std::fmin(std::fmax(x, kExpLo), kExpHi);
   const float n = std::floor(x * kLog2e + 0.5f);
   x = x - n * kLn2Hi;
@@ -43,6 +45,8 @@ float exp_scalar(float x) {
   std::memcpy(&scale, &bits, sizeof(scale));
   return y * scale;
 }
+
+namespace {
 
 // (GCC 12 warns inside its own AVX-512 intrinsics, whose masked forms start from undefined
 // registers: the false positive attention.cpp silences too.)
@@ -82,12 +86,8 @@ __attribute__((target("avx512f"))) int64_t silu_and_mul_avx512(const float* g, c
 
 }  // namespace
 
-float exp_approx(float x) {
-  return exp_scalar(x);
-}
-
 float silu(float x) {
-  return x / (1.0f + exp_scalar(0.0f - x));
+  return x / (1.0f + exp_approx(0.0f - x));
 }
 
 void silu_and_mul(const float* gate_up, int64_t rows, int64_t width, float* out) {
