@@ -7,16 +7,14 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/logit_ops.h"
-#include "kernels/cuda/moe.h"
-#include "kernels/cuda/sampling.h"
 #include "kernels/cuda/tensor_ops.h"
-#include "ops/logit_edits.h"
-#include "ops/logprobs.h"
-#include "ops/sampling.h"
-#include "ops/token_masks.h"
+#include "ops/cuda/cuda_op_checks.h"
 
 namespace strata {
+
+using cuda_op::act_of;
+using cuda_op::is_float;
+using cuda_op::view;
 
 namespace {
 
@@ -25,30 +23,6 @@ constexpr size_t kArenaGranule = size_t{2} << 20;  // the arena grows in 2 MiB s
 
 size_t align_up(size_t v, size_t a) {
   return (v + a - 1) / a * a;
-}
-
-bool is_float(DType d) {
-  return d == DType::F32 || d == DType::BF16;
-}
-
-cuda::View view(const Tensor& t) {
-  return {t.raw(), t.row_stride(), t.dtype()};
-}
-
-cuda::Act act_of(Activation a) {
-  switch (a) {
-    case Activation::Silu:
-      return cuda::Act::Silu;
-    case Activation::Gelu:
-      return cuda::Act::Gelu;
-    case Activation::GeluTanh:
-      return cuda::Act::GeluTanh;
-    case Activation::Relu2:
-      return cuda::Act::Relu2;
-    case Activation::ClampedSwiglu:
-      return cuda::Act::ClampedSwiglu;
-  }
-  fail("unknown activation");
 }
 
 bool same_view(const Tensor& a, const Tensor& b) {
@@ -285,16 +259,6 @@ Tensor CudaOps::as_bf16(const Tensor& x) {
   return xb;
 }
 
-// Checks shared by every op: the tensor lives on this GPU and has a dtype the kernels read.
-#define STRATA_CHECK_DEVICE(t, what)                                                      \
-  STRATA_CHECK((t).device() == device() && ((t).empty() || is_float((t).dtype())),        \
-               "cuda op {}: a {} tensor (wants f32 or bf16 on {})", what, (t).describe(), \
-               device().str())
-#define STRATA_CHECK_I32(t, what)                                                              \
-  STRATA_CHECK((t).device() == device() && (t).dtype() == DType::I32 && (t).contiguous(),      \
-               "cuda op {}: a {} tensor (wants contiguous int32 on {})", what, (t).describe(), \
-               device().str())
-
 void CudaOps::copy(const Tensor& src, Tensor& dst) {
   STRATA_CHECK(
       src.device() == device() && dst.device() == device() && same_view(src, dst) &&
@@ -453,148 +417,6 @@ void CudaOps::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
                rows.numel(), x.describe(), out.describe());
   cuda::gather_rows_2d(view(x), x.rows(), rows.ptr<int32_t>(), rows.numel(), x.cols(), view(out),
                        stream_);
-}
-
-void CudaOps::route(const RouterConfig& cfg, const Tensor& router_logits, const Tensor* bias,
-                    Tensor& ids, Tensor& weights) {
-  cfg.validate();
-  STRATA_CHECK_DEVICE(router_logits, "route logits");
-  STRATA_CHECK_I32(ids, "route ids");
-  const int64_t t = router_logits.rows();
-  STRATA_CHECK(router_logits.cols() == cfg.num_experts && ids.numel() == t * cfg.top_k &&
-                   weights.numel() == t * cfg.top_k && weights.dtype() == DType::F32 &&
-                   weights.contiguous() && weights.device() == device(),
-               "route {} -> ids {}, weights {} (top {})", router_logits.describe(), ids.describe(),
-               weights.describe(), cfg.top_k);
-  const float* b = nullptr;
-  if (cfg.correction_bias) {
-    STRATA_CHECK(bias && bias->device() == device() && bias->dtype() == DType::F32 &&
-                     bias->numel() == cfg.num_experts,
-                 "route: correction bias {} for {} experts", bias ? bias->describe() : "none",
-                 cfg.num_experts);
-    b = bias->ptr<float>();
-  }
-  cuda::RouteParams p;
-  p.num_experts = cfg.num_experts;
-  p.top_k = cfg.top_k;
-  p.sigmoid = cfg.scoring == RouterScoring::Sigmoid;
-  p.num_groups = cfg.num_groups;
-  p.topk_groups = cfg.topk_groups;
-  p.group_top_two = cfg.group_score == GroupScore::TopTwoSum;
-  p.normalize = cfg.normalize_topk;
-  p.scaling = cfg.routed_scaling_factor;
-  cuda::route(view(router_logits), t, b, p, ids.ptr<int32_t>(), weights.ptr<float>(), stream_);
-}
-
-void CudaOps::experts(const ExpertWeights& w, const Tensor& x, const Tensor& ids,
-                      const Tensor& weights, Tensor& out) {
-  STRATA_CHECK_DEVICE(x, "experts input");
-  STRATA_CHECK_DEVICE(out, "experts output");
-  STRATA_CHECK_I32(ids, "experts ids");
-  const int64_t t = x.rows(), hidden = w.hidden, inter = w.intermediate, k = ids.cols();
-  const int64_t in_rows = (w.gated ? 2 : 1) * inter, e = w.num_experts;
-  STRATA_CHECK(x.cols() == hidden && ids.numel() == t * k && weights.numel() == t * k &&
-                   weights.dtype() == DType::F32 && weights.contiguous() &&
-                   weights.device() == device() && out.rows() == t && out.cols() == hidden,
-               "experts over {} with ids {}, weights {} -> {}", x.describe(), ids.describe(),
-               weights.describe(), out.describe());
-  STRATA_CHECK(w.w_in.dtype() == DType::BF16 && w.w_in.device() == device() &&
-                   w.w_in.numel() == e * in_rows * hidden && w.w_down.dtype() == DType::BF16 &&
-                   w.w_down.device() == device() && w.w_down.numel() == e * hidden * inter,
-               "expert weights {} and {} for {} experts of {} x {}", w.w_in.describe(),
-               w.w_down.describe(), e, hidden, inter);
-  for (const Tensor* b : {&w.b_in, &w.b_down})
-    STRATA_CHECK(b->empty() || (b->dtype() == DType::F32 && b->device() == device()),
-                 "expert bias {}: wants f32 on {}", b->describe(), device().str());
-  STRATA_CHECK(hidden <= INT32_MAX && in_rows <= INT32_MAX, "experts of {} x {}", hidden, inter);
-  if (t == 0) return;
-  const int64_t pairs = t * k;
-  const Tensor xb = as_bf16(x);
-  // The sort's outputs in one workspace tensor: perm, tokens, then the three tile arrays.
-  cuda::MoeSort s;
-  s.max_tiles = cuda::moe_max_tiles(pairs, static_cast<int>(e));
-  Tensor meta = empty({2 * pairs + 3 * s.max_tiles}, DType::I32);
-  int32_t* m = meta.ptr<int32_t>();
-  s.perm = m;
-  s.tokens = m + pairs;
-  s.tile_expert = m + 2 * pairs;
-  s.tile_start = s.tile_expert + s.max_tiles;
-  s.tile_end = s.tile_start + s.max_tiles;
-  cuda::moe_sort(ids.ptr<int32_t>(), pairs, static_cast<int>(k), static_cast<int>(e), s, stream_);
-
-  // h [sorted pairs, in_rows] = x[token] . W_in_e^T; act [sorted pairs, I] bf16 (the next
-  // GEMM's input); y [pairs, H] = act . W_down_e^T, written back in pair order.
-  Tensor h = empty({pairs, in_rows}, DType::F32);
-  cuda::moe_grouped_gemm(xb.ptr<cuda::bf16>(), xb.row_stride(), s.tokens, w.w_in.ptr<cuda::bf16>(),
-                         w.b_in.empty() ? nullptr : w.b_in.ptr<float>(), static_cast<int>(in_rows),
-                         static_cast<int>(hidden), nullptr, h.ptr<float>(), in_rows, s, stream_);
-  Tensor act = empty({pairs, inter}, DType::BF16);
-  if (w.gated)
-    cuda::gated_act_2d(view(h), act_of(w.activation), pairs, inter, view(act), stream_);
-  else
-    cuda::act_2d(view(h), act_of(w.activation), pairs, inter, view(act), stream_);
-  Tensor y = empty({pairs, hidden}, DType::F32);
-  cuda::moe_grouped_gemm(act.ptr<cuda::bf16>(), inter, nullptr, w.w_down.ptr<cuda::bf16>(),
-                         w.b_down.empty() ? nullptr : w.b_down.ptr<float>(),
-                         static_cast<int>(hidden), static_cast<int>(inter), s.perm, y.ptr<float>(),
-                         hidden, s, stream_);
-  cuda::moe_combine(y.ptr<float>(), weights.ptr<float>(), ids.ptr<int32_t>(), static_cast<int>(e),
-                    t, static_cast<int>(k), static_cast<int>(hidden), view(out), stream_);
-}
-
-void CudaOps::argmax(const Tensor& logits, Tensor& ids) {
-  STRATA_CHECK_DEVICE(logits, "argmax logits");
-  STRATA_CHECK_I32(ids, "argmax ids");
-  STRATA_CHECK(ids.numel() == logits.rows(), "argmax of {} into {}", logits.describe(),
-               ids.describe());
-  cuda::argmax_2d(view(logits), logits.rows(), logits.cols(), ids.ptr<int32_t>(), stream_);
-}
-
-void CudaOps::sample(const Tensor& logits, const Tensor& rows, Tensor& ids) {
-  STRATA_CHECK_DEVICE(logits, "sample logits");
-  STRATA_CHECK_I32(rows, "sampling rows");
-  STRATA_CHECK_I32(ids, "sampled ids");
-  STRATA_CHECK(logits.dtype() == DType::F32 && rows.dtype() == DType::I32 &&
-                   rows.numel() == logits.rows() * kSamplingRowInts && ids.numel() == logits.rows(),
-               "sample of {} with rows {} into {}", logits.describe(), rows.describe(),
-               ids.describe());
-  cuda::sample_rows(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
-                    rows.ptr<int32_t>(), ids.ptr<int32_t>(), stream_);
-}
-
-void CudaOps::edit_logits(Tensor& logits, const Tensor& edits) {
-  STRATA_CHECK_DEVICE(logits, "edited logits");
-  STRATA_CHECK_I32(edits, "logit edits");
-  STRATA_CHECK(logits.dtype() == DType::F32 && edits.numel() % kLogitEditInts == 0,
-               "edit_logits of {} with {}", logits.describe(), edits.describe());
-  cuda::edit_logits(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
-                    edits.ptr<int32_t>(), edits.numel() / kLogitEditInts, stream_);
-}
-
-void CudaOps::mask_logits(Tensor& logits, const Tensor& rows, const Tensor& masks) {
-  STRATA_CHECK_DEVICE(logits, "masked logits");
-  STRATA_CHECK_I32(rows, "masked rows");
-  STRATA_CHECK_I32(masks, "token masks");
-  STRATA_CHECK(logits.dtype() == DType::F32 &&
-                   masks.numel() == rows.numel() * 2 * token_mask_words(logits.cols()),
-               "token masks {} for rows {} of {}", masks.describe(), rows.describe(),
-               logits.describe());
-  cuda::mask_logits(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
-                    rows.ptr<int32_t>(), masks.ptr<int32_t>(), rows.numel(), stream_);
-}
-
-void CudaOps::logprobs(const Tensor& logits, const Tensor& ids, int top_n, Tensor& out) {
-  STRATA_CHECK_DEVICE(logits, "logprobs logits");
-  STRATA_CHECK_I32(ids, "logprobs ids");
-  STRATA_CHECK_DEVICE(out, "logprobs out");
-  STRATA_CHECK(logits.dtype() == DType::F32 && ids.numel() == logits.rows() &&
-                   out.dtype() == DType::F32 && out.contiguous() &&
-                   out.numel() == logits.rows() * logprob_row_width(top_n) && top_n >= 0 &&
-                   top_n <= kMaxTopLogprobs,
-               "logprobs of {} at {} (top {}) into {}", logits.describe(), ids.describe(), top_n,
-               out.describe());
-  cuda::logprobs(logits.ptr<float>(), logits.row_stride(), logits.rows(), logits.cols(),
-                 ids.ptr<int32_t>(), top_n, out.ptr<float>(), stream_);
 }
 
 std::unique_ptr<Ops> make_cuda_ops(int gpu_id, cudaStream_t stream) {
